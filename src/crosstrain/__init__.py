@@ -1,0 +1,89 @@
+"""crosstrain: one job spec, many clouds.
+
+    import crosstrain
+    job = crosstrain.load_job("job.yaml")
+    request = crosstrain.render(job, "vertex", project="my-proj")   # what submit would send; sends nothing
+    handle = crosstrain.submit(job, "vertex", project="my-proj")
+    handle.wait()
+
+Names are imported on first use, so `import crosstrain` stays cheap and imports no cloud SDK and no torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crosstrain.api import render, submit, validate
+    from crosstrain.backends import create_backend
+    from crosstrain.backends.base import Backend, HttpCall, JobHandle, JobState, JobStatus, Request
+    from crosstrain.errors import (
+        CrosstrainError,
+        JobFailed,
+        MissingDependency,
+        Problem,
+        SpecError,
+        SubmitError,
+        Unsupported,
+    )
+    from crosstrain.loader import load_job
+    from crosstrain.spec import TrainingJob
+
+_LAZY = {
+    "TrainingJob": "crosstrain.spec",
+    "load_job": "crosstrain.loader",
+    "render": "crosstrain.api",
+    "submit": "crosstrain.api",
+    "validate": "crosstrain.api",
+    "create_backend": "crosstrain.backends",
+    "Backend": "crosstrain.backends.base",
+    "HttpCall": "crosstrain.backends.base",
+    "Request": "crosstrain.backends.base",
+    "JobHandle": "crosstrain.backends.base",
+    "JobState": "crosstrain.backends.base",
+    "JobStatus": "crosstrain.backends.base",
+    "CrosstrainError": "crosstrain.errors",
+    "SpecError": "crosstrain.errors",
+    "Unsupported": "crosstrain.errors",
+    "SubmitError": "crosstrain.errors",
+    "JobFailed": "crosstrain.errors",
+    "MissingDependency": "crosstrain.errors",
+    "Problem": "crosstrain.errors",
+}
+
+__all__ = [
+    "Backend",
+    "CrosstrainError",
+    "HttpCall",
+    "JobFailed",
+    "JobHandle",
+    "JobState",
+    "JobStatus",
+    "MissingDependency",
+    "Problem",
+    "Request",
+    "SpecError",
+    "SubmitError",
+    "TrainingJob",
+    "Unsupported",
+    "create_backend",
+    "load_job",
+    "render",
+    "submit",
+    "validate",
+]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'crosstrain' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -1,0 +1,427 @@
+"""The backend contract: `submit = send(render())`.
+
+`render()` is pure: no cloud SDK, no network, same output for the same inputs. It returns a `Request` that
+holds every HTTP call submit will make and the job's identity (the id, name or idempotency token that makes
+a retried submit safe). `send()` makes those calls through the platform's official client and returns a
+`JobHandle`, whose string form a CI step can save and a later step can load.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import os
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from crosstrain.errors import JobFailed, Problem, SpecError, Unsupported, WaitTimeout
+from crosstrain.retry import RetryPolicy
+from crosstrain.settings import TargetSettings, resolve_settings
+
+if TYPE_CHECKING:
+    from crosstrain.spec import TrainingJob
+
+# Headers that carry credentials never appear in a rendered request.
+CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization"})
+
+
+@dataclass(frozen=True)
+class HttpCall:
+    """One HTTP call that submit will make, as the platform receives it (credentials left out)."""
+
+    method: str
+    url: str
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    purpose: str = ""
+
+    def __post_init__(self) -> None:
+        leaked = CREDENTIAL_HEADERS & {h.lower() for h in self.headers}
+        if leaked:
+            raise ValueError(f"a rendered request must not carry credentials ({', '.join(sorted(leaked))})")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"method": self.method, "url": self.url}
+        if self.headers:
+            out["headers"] = dict(self.headers)
+        if self.body is not None:
+            out["body"] = self.body
+        if self.purpose:
+            out["purpose"] = self.purpose
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HttpCall:
+        return cls(data["method"], data["url"], data.get("body"), data.get("headers") or {}, data.get("purpose", ""))
+
+
+@dataclass(frozen=True)
+class Request:
+    """Everything submit will send for one job on one target. The create call comes last."""
+
+    target: str
+    identity: str
+    job_name: str
+    calls: tuple[HttpCall, ...]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def create(self) -> HttpCall:
+        return self.calls[-1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "identity": self.identity,
+            "job_name": self.job_name,
+            "settings": dict(self.settings),
+            "calls": [c.to_dict() for c in self.calls],
+            "notes": list(self.notes),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Request:
+        return cls(
+            target=data["target"],
+            identity=data["identity"],
+            job_name=data["job_name"],
+            calls=tuple(HttpCall.from_dict(c) for c in data["calls"]),
+            settings=dict(data.get("settings") or {}),
+            notes=tuple(data.get("notes") or ()),
+        )
+
+    def _repr_html_(self) -> str:
+        from crosstrain.display import request_html
+
+        return request_html(self)
+
+
+class JobState(str, enum.Enum):
+    """The common state of a job on any platform; `JobStatus.native_state` keeps the platform's own."""
+
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELLED = "CANCELLED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: JobState
+    native_state: str
+    message: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"state": self.state.value, "native_state": self.native_state, "message": self.message}
+
+
+@dataclass(frozen=True)
+class JobHandle:
+    """A submitted job. `str(handle)` is a one-line JSON that `JobHandle.loads` reads back in a later process."""
+
+    target: str
+    identity: str
+    job_id: str
+    console_url: str = ""
+    ref: Mapping[str, Any] = field(default_factory=dict)
+    adopted: bool = field(default=False, compare=False)
+
+    def dumps(self) -> str:
+        data = {
+            "target": self.target,
+            "identity": self.identity,
+            "job_id": self.job_id,
+            "console_url": self.console_url,
+            "ref": dict(self.ref),
+        }
+        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+    __str__ = dumps
+
+    @classmethod
+    def loads(cls, text: str) -> JobHandle:
+        try:
+            data = json.loads(text)
+            return cls(
+                data["target"],
+                data["identity"],
+                data["job_id"],
+                data.get("console_url", ""),
+                data.get("ref") or {},
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SpecError(
+                [
+                    Problem(
+                        "handle",
+                        f"not a crosstrain job handle: {exc}",
+                        "pass the line `crosstrain submit` printed, or the file it was saved to",
+                    )
+                ]
+            ) from None
+
+    def _backend(self) -> Backend:
+        from crosstrain.backends import create_backend
+
+        return create_backend(self.target)
+
+    def status(self) -> JobStatus:
+        return self._backend().status(self)
+
+    def wait(self, timeout: float | None = None, *, poll_interval: float = 10.0) -> JobStatus:
+        return self._backend().wait(self, timeout=timeout, poll_interval=poll_interval)
+
+    def cancel(self) -> None:
+        self._backend().cancel(self)
+
+    def logs(self) -> Iterator[str]:
+        return self._backend().logs(self)
+
+    def _repr_html_(self) -> str:
+        from crosstrain.display import handle_html
+
+        return handle_html(self)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a platform can express. A job that needs more is refused with the reason, never trimmed."""
+
+    reduction_server: bool = False
+    parameter_servers: bool = False
+    evaluators: bool = False
+    per_pool_images: bool = False
+    per_pool_machines: bool = False
+    per_pool_commands: bool = False
+    spot: bool = False
+    cancel: bool = True
+    logs: bool = False
+    dedupes_create: bool = False  # the platform dedupes a retried create by the identity
+    frameworks: frozenset[str] = frozenset({"pytorch"})
+    launch_modes: frozenset[str] = frozenset({"auto", "per-process", "per-node"})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: sorted(v) if isinstance(v, frozenset) else v for k, v in self.__dict__.items()}
+
+
+def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> list[Problem]:
+    """The generic refusals: features of the job that `caps` says the target cannot express."""
+    problems: list[Problem] = []
+    if job.reduction_server and not caps.reduction_server:
+        problems.append(
+            Problem(
+                "reduction_server",
+                f"{target} has no reduction server (a Vertex AI feature)",
+                "remove `reduction_server`, or use --target vertex",
+            )
+        )
+    for pool_name, supported in (("parameter_servers", caps.parameter_servers), ("evaluators", caps.evaluators)):
+        if getattr(job, pool_name) and not supported:
+            problems.append(
+                Problem(
+                    pool_name,
+                    f"{target} has no {pool_name.replace('_', ' ')} pool",
+                    f"remove `{pool_name}`, or choose a target that has one",
+                )
+            )
+    pools = job.pools()
+    for attr, supported, what in (
+        ("image", caps.per_pool_images, "image"),
+        ("machine", caps.per_pool_machines, "machine"),
+        ("command", caps.per_pool_commands, "command"),
+        ("args", caps.per_pool_commands, "args"),
+    ):
+        if supported:
+            continue
+        for pool in pools[1:]:
+            if getattr(pool, attr) != getattr(pools[0], attr):
+                problems.append(
+                    Problem(
+                        f"{pool.role}.{attr}",
+                        f"{target} runs one {what} on every node, but {pool.role} differs from primary",
+                        f"use the same {what} for every pool",
+                    )
+                )
+    if job.scheduling.spot and not caps.spot:
+        problems.append(
+            Problem("scheduling.spot", f"{target} has no spot capacity for jobs", "remove `scheduling.spot`")
+        )
+    if job.launch.framework not in caps.frameworks:
+        problems.append(
+            Problem(
+                "launch.framework",
+                f"{target} cannot run {job.launch.framework} jobs",
+                f"use one of {', '.join(sorted(caps.frameworks))}",
+            )
+        )
+    if job.launch.mode not in caps.launch_modes:
+        problems.append(
+            Problem(
+                "launch.mode",
+                f"{target} cannot launch {job.launch.mode}",
+                f"use one of {', '.join(sorted(caps.launch_modes))}",
+            )
+        )
+    return problems
+
+
+def default_identity(job: TrainingJob, target: str, settings: TargetSettings, *, max_len: int = 63) -> str:
+    """`<name>-<run id>`, where the run id defaults to a digest of everything that is rendered.
+
+    The same spec, target and settings give the same identity, so a retried or repeated submit finds the job
+    it made before; a new `run_id` makes a new job.
+    """
+    suffix = job.run_id or digest(job, target, settings)
+    slug = re.sub(r"[^a-z0-9-]+", "-", job.name.lower()).strip("-") or "job"
+    return f"{slug[: max_len - len(suffix) - 1].rstrip('-')}-{suffix}"
+
+
+def digest(job: TrainingJob, target: str, settings: TargetSettings, *, length: int = 10) -> str:
+    payload = {
+        "job": job.model_dump(mode="json", exclude={"run_id"}),
+        "target": target,
+        "settings": settings.model_dump(mode="json"),
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:length]
+
+
+class Backend(ABC):
+    """One platform. Subclasses set the class attributes and implement `_render`, `send` and `status`."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    settings_model: ClassVar[type[TargetSettings]]
+    capabilities: ClassVar[Capabilities]
+    formats: ClassVar[tuple[str, ...]] = ("json",)
+    extra: ClassVar[str | None] = None  # the pip extra submit needs, for install hints
+
+    def __init__(
+        self,
+        *,
+        transport: Any = None,
+        retry: RetryPolicy | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.transport = transport  # the injection point for tests: a recording or loopback client
+        self.retry = retry or RetryPolicy()
+        self.environ = os.environ if environ is None else environ
+
+    # -- render (pure) -------------------------------------------------------------------------------------
+    def settings(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> TargetSettings:
+        return resolve_settings(
+            self.settings_model,
+            self.name,
+            section=job.targets.get(self.name),
+            overrides=overrides,
+            environ=self.environ,
+        )
+
+    def refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
+        """Everything this target cannot express about `job`; empty when it can run it."""
+        return capability_problems(job, self.capabilities, self.name) + self.platform_refusals(job, settings)
+
+    def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
+        """Backend-specific refusals on top of the capability checks."""
+        return []
+
+    def identity(self, job: TrainingJob, settings: TargetSettings) -> str:
+        return default_identity(job, self.name, settings)
+
+    def render(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> Request:
+        settings = self.settings(job, overrides)
+        problems = self.refusals(job, settings)
+        if problems:
+            raise Unsupported(self.name, problems)
+        return self._render(job, settings)
+
+    @abstractmethod
+    def _render(self, job: TrainingJob, settings: Any) -> Request: ...
+
+    def format(self, request: Request, fmt: str) -> str:
+        """The request in one of `formats` (a native CLI or YAML form where the platform has one)."""
+        if fmt != "json":
+            raise SpecError(
+                [
+                    Problem(
+                        "--format",
+                        f"{self.name} has no {fmt!r} format",
+                        f"use one of {', '.join(self.formats)}",
+                    )
+                ]
+            )
+        return request.to_json()
+
+    # -- submit (sends) ------------------------------------------------------------------------------------
+    def submit(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> JobHandle:
+        return self.send(self.render(job, overrides))
+
+    @abstractmethod
+    def send(self, request: Request) -> JobHandle: ...
+
+    @abstractmethod
+    def status(self, handle: JobHandle) -> JobStatus: ...
+
+    def cancel(self, handle: JobHandle) -> None:
+        raise Unsupported(
+            self.name,
+            [
+                Problem(
+                    "cancel",
+                    f"{self.name} cannot cancel jobs from crosstrain",
+                    f"cancel it in the console: {handle.console_url}",
+                )
+            ],
+        )
+
+    def logs(self, handle: JobHandle) -> Iterator[str]:
+        raise Unsupported(
+            self.name,
+            [
+                Problem(
+                    "logs",
+                    f"{self.name} offers no logs through crosstrain",
+                    f"read them in the console: {handle.console_url}",
+                )
+            ],
+        )
+
+    def wait(
+        self,
+        handle: JobHandle,
+        *,
+        timeout: float | None = None,
+        poll_interval: float = 10.0,
+        max_interval: float = 60.0,
+    ) -> JobStatus:
+        """Poll until the job ends. Raises `JobFailed` unless it succeeded, `WaitTimeout` after `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = poll_interval
+        while True:
+            status = self.retry.poll(lambda: self.status(handle))
+            if status.state.terminal:
+                if status.state is not JobState.SUCCEEDED:
+                    detail = f": {status.message}" if status.message else ""
+                    raise JobFailed(f"job {handle.identity} ended {status.state.value} ({status.native_state}){detail}")
+                return status
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"job {handle.identity} is still {status.state.value} after {timeout:g}s")
+            pause = interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
+            self.retry.sleep(pause)
+            interval = min(interval * 1.5, max_interval)

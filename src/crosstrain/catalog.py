@@ -1,0 +1,380 @@
+"""The accelerator catalog: portable GPU kinds -> each platform's machine types and accelerator names.
+
+One data table (`OFFERS`) says, per platform and GPU kind, which machine types carry how many GPUs and what
+the platform calls the accelerator. `resolve()` turns a spec's machine into a platform's machine, refusing the
+pairings the table knows to be impossible and passing unknown machine types through untouched.
+
+Sources (see ../shared/reference/): google.md 1.4 and 4 (accelerator enums; A100 -> A2, H100 -> A3, L4 -> G2;
+legacy enum stops at NVIDIA_TESLA_A100), azure.md 8 (GPU VM sizes, `r` = InfiniBand), databricks.md 3.1
+(node types per cloud). N1 GPU counts follow Compute Engine's "GPUs on N1" table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from crosstrain.errors import Problem
+
+#: Platforms the catalog knows. Databricks is split by the cloud its workspace runs on.
+PLATFORMS = ("vertex", "aiplatform", "azureml", "databricks-aws", "databricks-azure", "databricks-gcp")
+
+
+@dataclass(frozen=True)
+class GpuKind:
+    """A portable GPU kind, the name job files use (`A100:8`)."""
+
+    name: str
+    description: str
+    aliases: tuple[str, ...] = ()
+
+
+GPU_KINDS: tuple[GpuKind, ...] = (
+    GpuKind("T4", "NVIDIA T4 16 GB", ("TESLA_T4", "NVIDIA_TESLA_T4")),
+    GpuKind("P100", "NVIDIA P100 16 GB", ("TESLA_P100", "NVIDIA_TESLA_P100")),
+    GpuKind("V100", "NVIDIA V100 16/32 GB", ("TESLA_V100", "NVIDIA_TESLA_V100")),
+    GpuKind("A10G", "NVIDIA A10G 24 GB (AWS)", ("A10",)),
+    GpuKind("L4", "NVIDIA L4 24 GB", ("NVIDIA_L4",)),
+    GpuKind("A100", "NVIDIA A100 40 GB", ("A100-40GB", "A100_40GB", "TESLA_A100", "NVIDIA_TESLA_A100")),
+    GpuKind("A100-80GB", "NVIDIA A100 80 GB", ("A100_80GB", "NVIDIA_A100_80GB")),
+    GpuKind("H100", "NVIDIA H100 80 GB (SXM)", ("H100-80GB", "H100_80GB", "NVIDIA_H100_80GB")),
+    GpuKind("H100-MEGA", "NVIDIA H100 80 GB on Google A3 Mega", ("H100_MEGA", "NVIDIA_H100_MEGA_80GB")),
+    GpuKind("H100-NVL", "NVIDIA H100 NVL 94 GB (PCIe)", ("H100_NVL",)),
+    GpuKind("H200", "NVIDIA H200 141 GB", ("H200-141GB", "H200_141GB", "NVIDIA_H200_141GB")),
+)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """How one platform offers one GPU kind.
+
+    `machines` maps a GPU count to the machine types that carry exactly that many (the first is the default).
+    `family` is set where any machine type with that prefix can carry the GPU in `family_counts` (Google N1).
+    """
+
+    accelerator: str | None = None
+    machines: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    family: str | None = None
+    family_counts: Mapping[int, str] = field(default_factory=dict)
+    note: str = ""
+
+    def counts(self) -> list[int]:
+        return sorted({*self.machines, *self.family_counts})
+
+
+def _google_a2a3g2() -> dict[str, Offer]:
+    return {
+        "A100": Offer(
+            "NVIDIA_TESLA_A100",
+            {
+                1: ("a2-highgpu-1g",),
+                2: ("a2-highgpu-2g",),
+                4: ("a2-highgpu-4g",),
+                8: ("a2-highgpu-8g",),
+                16: ("a2-megagpu-16g",),
+            },
+        ),
+        "A100-80GB": Offer(
+            "NVIDIA_A100_80GB",
+            {1: ("a2-ultragpu-1g",), 2: ("a2-ultragpu-2g",), 4: ("a2-ultragpu-4g",), 8: ("a2-ultragpu-8g",)},
+        ),
+        "L4": Offer(
+            "NVIDIA_L4",
+            {
+                1: ("g2-standard-8", "g2-standard-4", "g2-standard-12", "g2-standard-16", "g2-standard-32"),
+                2: ("g2-standard-24",),
+                4: ("g2-standard-48",),
+                8: ("g2-standard-96",),
+            },
+        ),
+        "H100": Offer(
+            "NVIDIA_H100_80GB",
+            {1: ("a3-highgpu-1g",), 2: ("a3-highgpu-2g",), 4: ("a3-highgpu-4g",), 8: ("a3-highgpu-8g",)},
+        ),
+        "H100-MEGA": Offer("NVIDIA_H100_MEGA_80GB", {8: ("a3-megagpu-8g",)}),
+        "H200": Offer("NVIDIA_H200_141GB", {8: ("a3-ultragpu-8g",)}),
+    }
+
+
+def _google_n1() -> dict[str, Offer]:
+    return {
+        "T4": Offer(
+            "NVIDIA_TESLA_T4",
+            family="n1-",
+            family_counts={1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"},
+        ),
+        "P100": Offer(
+            "NVIDIA_TESLA_P100",
+            family="n1-",
+            family_counts={1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"},
+        ),
+        "V100": Offer(
+            "NVIDIA_TESLA_V100",
+            family="n1-",
+            family_counts={1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-highmem-96"},
+        ),
+    }
+
+
+_AZURE = {
+    "T4": Offer(
+        machines={
+            1: ("Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3", "Standard_NC16as_T4_v3"),
+            4: ("Standard_NC64as_T4_v3",),
+        },
+    ),
+    "V100": Offer(
+        machines={
+            1: ("Standard_NC6s_v3",),
+            2: ("Standard_NC12s_v3",),
+            4: ("Standard_NC24rs_v3", "Standard_NC24s_v3"),
+            8: ("Standard_ND40rs_v2",),
+        },
+        note="NC v3 sizes were retired by Azure on 2025-09-30",
+    ),
+    "A100": Offer(machines={8: ("Standard_ND96asr_v4",)}),
+    "A100-80GB": Offer(
+        machines={
+            1: ("Standard_NC24ads_A100_v4",),
+            2: ("Standard_NC48ads_A100_v4",),
+            4: ("Standard_NC96ads_A100_v4",),
+            8: ("Standard_ND96amsr_A100_v4",),
+        },
+    ),
+    "H100": Offer(machines={8: ("Standard_ND96isr_H100_v5",)}),
+    "H100-NVL": Offer(machines={1: ("Standard_NC40ads_H100_v5",), 2: ("Standard_NC80adis_H100_v5",)}),
+    "H200": Offer(machines={8: ("Standard_ND96isr_H200_v5",)}),
+}
+
+_DATABRICKS_AZURE = {k: v for k, v in _AZURE.items() if k in ("T4", "A100", "A100-80GB", "H100", "H100-NVL")}
+
+_DATABRICKS_AWS = {
+    "T4": Offer(
+        machines={
+            1: ("g4dn.xlarge", "g4dn.2xlarge", "g4dn.4xlarge", "g4dn.8xlarge", "g4dn.16xlarge"),
+            4: ("g4dn.12xlarge",),
+        }
+    ),
+    "V100": Offer(
+        machines={1: ("p3.2xlarge",), 4: ("p3.8xlarge",), 8: ("p3.16xlarge",)},
+        note="p3 instances are being retired",
+    ),
+    "A10G": Offer(
+        machines={
+            1: ("g5.xlarge", "g5.2xlarge", "g5.4xlarge", "g5.8xlarge", "g5.16xlarge"),
+            4: ("g5.12xlarge", "g5.24xlarge"),
+            8: ("g5.48xlarge",),
+        }
+    ),
+    "L4": Offer(
+        machines={
+            1: ("g6.xlarge", "g6.2xlarge", "g6.4xlarge", "g6.8xlarge", "g6.16xlarge"),
+            4: ("g6.12xlarge", "g6.24xlarge"),
+            8: ("g6.48xlarge",),
+        }
+    ),
+    "A100": Offer(machines={8: ("p4d.24xlarge",)}),
+    "A100-80GB": Offer(machines={8: ("p4de.24xlarge",)}),
+    "H100": Offer(machines={8: ("p5.48xlarge",)}),
+}
+
+_DATABRICKS_GCP = {
+    k: Offer(machines=v.machines) for k, v in _google_a2a3g2().items() if k in ("A100", "A100-80GB", "H100", "L4")
+}
+
+#: The table: platform -> portable GPU kind -> offer.
+OFFERS: Mapping[str, Mapping[str, Offer]] = {
+    "vertex": {**_google_n1(), **_google_a2a3g2()},
+    "aiplatform": {
+        **_google_n1(),
+        "A100": _google_a2a3g2()["A100"],
+    },
+    "azureml": _AZURE,
+    "databricks-aws": _DATABRICKS_AWS,
+    "databricks-azure": _DATABRICKS_AZURE,
+    "databricks-gcp": _DATABRICKS_GCP,
+}
+
+#: What each platform's machine types look like, to catch one platform's name used on another.
+_MACHINE_PATTERNS: Mapping[str, tuple[str, str]] = {
+    "vertex": (r"[a-z][a-z0-9]*(-[a-z0-9]+)+", "a Compute Engine machine type such as n1-standard-8"),
+    "aiplatform": (r"[a-z][a-z0-9]*([-_][a-z0-9]+)+", "a Compute Engine machine type such as n1-standard-8"),
+    "azureml": (r"Standard_[A-Za-z0-9_]+", "an Azure VM size such as Standard_ND96asr_v4"),
+    "databricks-aws": (r"[a-z][a-z0-9-]*\.[a-z0-9]+", "an AWS instance type such as g5.12xlarge"),
+    "databricks-azure": (r"Standard_[A-Za-z0-9_]+", "an Azure VM size such as Standard_NC24ads_A100_v4"),
+    "databricks-gcp": (r"[a-z][a-z0-9]*(-[a-z0-9]+)+", "a Compute Engine machine type such as a2-highgpu-1g"),
+}
+
+_BY_NAME: dict[str, str] = {}
+for _kind in GPU_KINDS:
+    for _name in (_kind.name, *_kind.aliases):
+        _BY_NAME[_name.upper().replace("_", "-")] = _kind.name
+
+
+def canonical_gpu(name: str) -> str | None:
+    """The portable kind for a GPU name or alias (`nvidia_tesla_a100` -> `A100`), or None if unknown."""
+    return _BY_NAME.get(name.strip().upper().replace("_", "-"))
+
+
+def gpu_names() -> list[str]:
+    return [k.name for k in GPU_KINDS]
+
+
+@dataclass(frozen=True)
+class ResolvedMachine:
+    """A pool's machine on one platform. `gpu` is the portable kind; `accelerator` the platform's own name."""
+
+    machine_type: str | None
+    gpu: str | None = None
+    gpu_count: int = 0
+    accelerator: str | None = None
+
+    @property
+    def infiniband(self) -> bool:
+        """Azure marks RDMA/InfiniBand VM sizes with an `r` in the size's capability letters."""
+        if not self.machine_type or not self.machine_type.startswith("Standard_"):
+            return False
+        letters = re.match(r"Standard_[A-Z]+\d+([a-z]*)", self.machine_type)
+        return bool(letters and "r" in letters.group(1))
+
+
+def _fixed_index(platform: str) -> dict[str, tuple[str, int]]:
+    """machine type -> (gpu kind, count) for machine types that fix their GPU count."""
+    index: dict[str, tuple[str, int]] = {}
+    for gpu, offer in OFFERS[platform].items():
+        for count, types in offer.machines.items():
+            for machine_type in types:
+                index[machine_type] = (gpu, count)
+    return index
+
+
+def _families(platform: str) -> set[str]:
+    """Machine-type prefixes the catalog knows for a platform (a2-highgpu-, n1-, Standard_ND96...)."""
+    prefixes = {o.family for o in OFFERS[platform].values() if o.family}
+    for machine_type in _fixed_index(platform):
+        prefixes.add(machine_type.rsplit("-", 1)[0] + "-" if "-" in machine_type else machine_type)
+    return prefixes
+
+
+def choices(platform: str, gpu: str | None = None) -> str:
+    """Human list of valid choices, for error messages."""
+    offers = OFFERS[platform]
+    if gpu is None:
+        return ", ".join(offers) or "none"
+    offer = offers[gpu]
+    parts = [f"{gpu}:{n} ({', '.join(offer.machines.get(n, ()) or (offer.family_counts[n],))})" for n in offer.counts()]
+    if offer.family:
+        parts.append(f"or any {offer.family}* machine with {'/'.join(map(str, offer.counts()))} GPUs")
+    return "; ".join(parts)
+
+
+def resolve(
+    platform: str,
+    *,
+    machine_type: str | None,
+    gpu: str | None,
+    gpu_count: int | None,
+    path: str = "machine",
+) -> ResolvedMachine:
+    """Resolve a machine for `platform`, or raise `CatalogError` with the valid choices.
+
+    `gpu` may be a portable kind or any alias. An unknown machine type passes through unchanged (the platform
+    has the last word); a known one must agree with the accelerator the spec asks for.
+    """
+    offers = OFFERS[platform]
+    kind = canonical_gpu(gpu) if gpu else None
+    if gpu and kind is None:
+        raise CatalogError(
+            Problem(f"{path}.accelerator.type", f"unknown GPU {gpu!r}", f"use one of {', '.join(gpu_names())}")
+        )
+    if machine_type:
+        pattern, example = _MACHINE_PATTERNS[platform]
+        if not re.fullmatch(pattern, machine_type):
+            raise CatalogError(
+                Problem(
+                    f"{path}.type",
+                    f"{machine_type!r} is not a {platform} machine type",
+                    f"give {example}, or only a GPU (e.g. `machine: A100:8`) and let the catalog choose",
+                )
+            )
+        fixed = _fixed_index(platform).get(machine_type)
+        if fixed:
+            fixed_kind, fixed_count = fixed
+            if kind not in (None, fixed_kind) or gpu_count not in (None, fixed_count):
+                raise CatalogError(
+                    Problem(
+                        path,
+                        f"{machine_type} carries {fixed_count} x {fixed_kind}, not "
+                        f"{gpu_count or 1} x {kind or fixed_kind}",
+                        f"drop the accelerator, or pick from: {choices(platform, kind or fixed_kind)}",
+                    )
+                )
+            return ResolvedMachine(machine_type, fixed_kind, fixed_count, offers[fixed_kind].accelerator)
+        if kind is None:
+            return ResolvedMachine(machine_type)
+        offer = offers.get(kind)
+        count = gpu_count or 1
+        if offer and offer.family and machine_type.startswith(offer.family):
+            if count not in offer.family_counts:
+                raise CatalogError(
+                    Problem(
+                        f"{path}.accelerator.count",
+                        f"{machine_type} cannot carry {count} x {kind}",
+                        f"use a count of {', '.join(map(str, offer.counts()))}",
+                    )
+                )
+            return ResolvedMachine(machine_type, kind, count, offer.accelerator)
+        if offer is None and platform in ("vertex", "aiplatform"):
+            raise CatalogError(_not_offered(platform, kind, path))
+        if any(machine_type.startswith(f) for f in _families(platform)):
+            raise CatalogError(
+                Problem(
+                    path,
+                    f"{machine_type} cannot carry {kind} on {platform}",
+                    f"pick from: {choices(platform, kind)}" if offer else _not_offered(platform, kind, path).fix,
+                )
+            )
+        # A machine type the catalog has never heard of: trust the user, the platform has the last word.
+        return ResolvedMachine(machine_type, kind, count, offer.accelerator if offer else None)
+    if kind is None:
+        if gpu_count:
+            raise CatalogError(
+                Problem(
+                    f"{path}.accelerator.type",
+                    "an accelerator count needs a GPU type",
+                    f"add `type:` (one of {', '.join(gpu_names())})",
+                )
+            )
+        return ResolvedMachine(None)
+    offer = offers.get(kind)
+    if offer is None:
+        raise CatalogError(_not_offered(platform, kind, path))
+    count = gpu_count or 1
+    if count in offer.machines:
+        return ResolvedMachine(offer.machines[count][0], kind, count, offer.accelerator)
+    if count in offer.family_counts:
+        return ResolvedMachine(offer.family_counts[count], kind, count, offer.accelerator)
+    raise CatalogError(
+        Problem(
+            f"{path}.accelerator.count",
+            f"{platform} has no machine with {count} x {kind}",
+            f"pick from: {choices(platform, kind)}",
+        )
+    )
+
+
+def _not_offered(platform: str, kind: str, path: str) -> Problem:
+    return Problem(
+        f"{path}.accelerator.type",
+        f"{platform} does not offer {kind} in crosstrain's catalog",
+        f"use one of {choices(platform)}, or name the machine type explicitly",
+    )
+
+
+class CatalogError(ValueError):
+    """A machine the catalog knows to be impossible on a platform."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(str(problem))
+        self.problem = problem

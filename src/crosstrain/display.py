@@ -1,0 +1,52 @@
+"""Notebook display (`_repr_html_`) for jobs, requests and handles: a summary table and the JSON."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crosstrain.backends.base import JobHandle, Request
+    from crosstrain.spec import TrainingJob
+
+
+def _table(title: str, rows: list[tuple[str, Any]]) -> str:
+    left = "style='text-align:left'"
+    cells = "".join(f"<tr><th {left}>{html.escape(k)}</th><td {left}>{html.escape(str(v))}</td></tr>" for k, v in rows)
+    return f"<table><caption style='text-align:left'><b>{html.escape(title)}</b></caption>{cells}</table>"
+
+
+def _json(label: str, data: Any) -> str:
+    text = html.escape(json.dumps(data, indent=2, ensure_ascii=False))
+    return f"<details><summary>{html.escape(label)}</summary><pre>{text}</pre></details>"
+
+
+def job_html(job: TrainingJob) -> str:
+    rows: list[tuple[str, Any]] = [("nodes", job.nodes)]
+    for pool in job.pools():
+        machine = pool.machine
+        what = "default machine"
+        if machine:
+            gpu = f"{machine.accelerator.type}:{machine.accelerator.count}" if machine.accelerator else ""
+            what = " ".join(x for x in (machine.type or "", gpu) if x)
+        rows.append((pool.role, f"{pool.replicas} x {what} ({pool.image or 'no image'})"))
+    rows.append(("targets", ", ".join(job.targets) or "-"))
+    return _table(f"TrainingJob {job.name}", rows) + _json("spec", job.model_dump(mode="json", exclude_none=True))
+
+
+def request_html(request: Request) -> str:
+    rows: list[tuple[str, Any]] = [("target", request.target), ("identity", request.identity)]
+    rows += [(f"call {i + 1}", f"{c.method} {c.url}") for i, c in enumerate(request.calls)]
+    rows += [("note", n) for n in request.notes]
+    return _table(f"Request for {request.job_name}", rows) + _json("request JSON", request.to_dict())
+
+
+def handle_html(handle: JobHandle) -> str:
+    rows: list[tuple[str, Any]] = [
+        ("target", handle.target),
+        ("identity", handle.identity),
+        ("job id", handle.job_id),
+    ]
+    link = f"<p><a href='{html.escape(handle.console_url)}'>console</a></p>" if handle.console_url else ""
+    return _table("JobHandle", rows) + link

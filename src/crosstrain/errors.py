@@ -1,0 +1,115 @@
+"""Errors that say what was wrong, where, and how to fix it, each with the CLI exit code it maps to."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class ExitCode(enum.IntEnum):
+    """The CLI's documented exit codes."""
+
+    OK = 0
+    ERROR = 1  # a bug or an unexpected failure
+    INVALID = 2  # invalid spec, usage, or a spec the platform cannot express
+    SUBMIT_FAILED = 3  # nothing (or not everything) was accepted by the platform
+    JOB_FAILED = 4  # the job ended FAILED or CANCELLED while waiting
+    WAIT_TIMEOUT = 5  # --timeout expired while the job was still running
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec: the field path, what is wrong, and how to fix it."""
+
+    path: str
+    message: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.path or '<job>'}: {self.message}"
+        return f"{text}\n    fix: {self.fix}" if self.fix else text
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message, "fix": self.fix}
+
+    def under(self, prefix: str) -> Problem:
+        """The same problem, located under `prefix` (e.g. the `targets.vertex` section)."""
+        path = f"{prefix}.{self.path}" if self.path else prefix
+        return Problem(path, self.message, self.fix)
+
+
+class CrosstrainError(Exception):
+    """Base class of every error crosstrain raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.ERROR
+
+
+class SpecError(CrosstrainError, ValueError):
+    """The job spec (or a target's settings) is invalid. Raised before anything is sent."""
+
+    exit_code = ExitCode.INVALID
+    headline = "invalid job spec"
+
+    def __init__(self, problems: Iterable[Problem], *, source: str | None = None) -> None:
+        self.problems = tuple(problems)
+        self.source = source
+        where = f" ({source})" if source else ""
+        count = len(self.problems)
+        lines = [f"{self.headline}{where}: {count} problem{'s' if count != 1 else ''}"]
+        lines += ["  - " + str(p).replace("\n", "\n  ") for p in self.problems]
+        super().__init__("\n".join(lines))
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "error": type(self).__name__,
+            "source": self.source,
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+
+class Unsupported(SpecError):
+    """A valid spec that the chosen platform cannot express; refused rather than silently dropped."""
+
+    def __init__(self, target: str, problems: Iterable[Problem], *, source: str | None = None) -> None:
+        self.target = target
+        self.headline = f"the {target} target cannot run this job"
+        super().__init__(problems, source=source)
+
+
+class UnknownBackend(CrosstrainError, LookupError):
+    exit_code = ExitCode.INVALID
+
+
+class MissingDependency(CrosstrainError, ImportError):
+    """An optional SDK is not installed; the message carries the pip command that installs it."""
+
+    exit_code = ExitCode.SUBMIT_FAILED
+
+
+class SubmitError(CrosstrainError):
+    """The platform refused or failed the request."""
+
+    exit_code = ExitCode.SUBMIT_FAILED
+
+
+class TransientError(SubmitError):
+    """A failure worth retrying.
+
+    `accepted` says what the error proves about the request: False when it cannot have been accepted
+    (connection refused, 429, 503 before processing), None when the outcome is unknown (timeout after
+    sending, 500, 502, 504). `retry_after` is the server's Retry-After in seconds, if it sent one.
+    """
+
+    def __init__(self, message: str, *, accepted: bool | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.accepted = accepted
+        self.retry_after = retry_after
+
+
+class JobFailed(CrosstrainError):
+    exit_code = ExitCode.JOB_FAILED
+
+
+class WaitTimeout(CrosstrainError, TimeoutError):
+    exit_code = ExitCode.WAIT_TIMEOUT

@@ -1,0 +1,165 @@
+"""Load job specs from YAML or JSON files, text, stdin or dicts, turning every error into `SpecError`."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from crosstrain.errors import Problem, SpecError
+from crosstrain.spec import TrainingJob
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_document(source: str | Path, *, stdin: typing.TextIO | None = None) -> tuple[Any, str]:
+    """Parse a YAML/JSON file (or `-` for stdin). Returns the data and a name for messages."""
+    if str(source) == "-":
+        text, name = (stdin or sys.stdin).read(), "<stdin>"
+    else:
+        path = Path(source)
+        name = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SpecError([Problem("", f"no such file: {path}", "check the path")], source=name) from None
+        except OSError as exc:
+            raise SpecError(
+                [Problem("", f"cannot read {path}: {exc.strerror}", "check the path")], source=name
+            ) from None
+    return parse_text(text, name), name
+
+
+def parse_text(text: str, name: str) -> Any:
+    """YAML or JSON text -> data (JSON is YAML, so one parser covers both)."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(
+            [Problem("", f"not valid YAML or JSON{where}: {problem}", "fix the syntax")], source=name
+        ) from None
+
+
+def load_job(source: str | Path | Mapping[str, Any] | TrainingJob) -> TrainingJob:
+    """A `TrainingJob` from a file path, `-` (stdin), a dict, or a job (returned as is)."""
+    if isinstance(source, TrainingJob):
+        return source
+    if isinstance(source, Mapping):
+        return job_from_dict(source)
+    data, name = read_document(source)
+    return job_from_dict(data, source=name)
+
+
+def job_from_dict(data: Any, *, source: str | None = None) -> TrainingJob:
+    if not isinstance(data, Mapping):
+        kind = "empty" if data is None else type(data).__name__
+        raise SpecError(
+            [
+                Problem(
+                    "",
+                    f"a job file holds a mapping of fields, not {kind}",
+                    "start from examples/ddp-quickstart/job.yaml",
+                )
+            ],
+            source=source,
+        )
+    try:
+        return TrainingJob.model_validate(dict(data))
+    except ValidationError as exc:
+        raise SpecError(problems_from(exc, TrainingJob), source=source) from None
+
+
+def problems_from(exc: ValidationError, model: type[BaseModel], prefix: str = "") -> list[Problem]:
+    """Turn pydantic's errors into problems that name the field path and the fix."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = [part for part in err["loc"] if not _is_validator_tag(part)]
+        path = _dotted([prefix, *loc] if prefix else loc)
+        message, fix = _explain(err, model, loc)
+        problems.append(Problem(path, message, fix))
+    return problems
+
+
+def _is_validator_tag(part: Any) -> bool:
+    # pydantic adds tags such as 'function-before[...]' or 'int' / 'str' to locations inside unions.
+    return isinstance(part, str) and ("[" in part or part in ("int", "str", "float", "literal['auto']"))
+
+
+def _dotted(loc: list[Any]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part != "":
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str]:
+    kind, ctx = err["type"], err.get("ctx") or {}
+    if kind == "crosstrain":
+        return err["msg"], str(ctx.get("fix", ""))
+    if kind == "extra_forbidden":
+        name = str(loc[-1]) if loc else ""
+        known = _fields_at(model, loc[:-1])
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else f"remove it; known fields here: {', '.join(known)}"
+        return f"unknown field {name!r}", hint
+    if kind == "missing":
+        return "required field is missing", f"add `{loc[-1]}:`" if loc else "add it"
+    message = err["msg"]
+    if "input" in err and kind not in ("model_type", "dict_type"):
+        message = f"{message} (got {err['input']!r})"
+    fixes = {
+        "greater_than_equal": f"use a value of at least {ctx.get('ge')}",
+        "greater_than": f"use a value above {ctx.get('gt')}",
+        "less_than_equal": f"use a value of at most {ctx.get('le')}",
+        "literal_error": f"use one of {ctx.get('expected')}",
+        "int_parsing": "use a whole number",
+        "int_type": "use a whole number",
+        "bool_parsing": "use true or false",
+        "string_type": "quote the value",
+        "list_type": "use a list, e.g. [a, b]",
+        "dict_type": "use a mapping of names to values",
+        "model_type": "use a mapping of fields",
+    }
+    return message, fixes.get(kind, "see `crosstrain schema` for the expected form")
+
+
+def _fields_at(model: type[BaseModel], loc: list[Any]) -> list[str]:
+    """Field names of the model found by walking `loc` from `model` (for 'did you mean' hints)."""
+    current: Any = model
+    for part in loc:
+        current = _model_in(current)
+        if current is None or not isinstance(part, str) or part not in current.model_fields:
+            return []
+        current = current.model_fields[part].annotation
+    found = _model_in(current)
+    return list(found.model_fields) if found else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType, typing.Annotated):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found:
+                return found
+    return None
+
+
+def dump_json(data: Any) -> str:
+    """The one JSON style crosstrain prints: sorted keys would reorder requests, so insertion order, indent 2."""
+    return json.dumps(data, indent=2, ensure_ascii=False)

@@ -1,0 +1,350 @@
+"""The job spec: one `TrainingJob` that every backend compiles into its platform's request.
+
+Immutable pydantic v2 models with `extra="forbid"`, so a typo is an error rather than a silently ignored
+field. Shorthands keep job files short (`machine: A100:8`, `command: python train.py`, `timeout: 24h`); the
+JSON Schema (`crosstrain schema`) documents both the long and the short forms.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from crosstrain import catalog
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
+
+
+def _invalid(message: str, fix: str) -> PydanticCustomError:
+    """A validation error whose context carries the fix, which `crosstrain.loader` shows under the message."""
+    return PydanticCustomError("crosstrain", message.replace("{", "{{").replace("}", "}}"), {"fix": fix})
+
+
+def parse_duration(value: Any) -> Any:
+    """`90`, `"90s"`, `"15m"`, `"24h"`, `"7d"`, `"1h30m"` -> whole seconds."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if re.fullmatch(r"\d+", text):
+            return int(text)
+        match = _DURATION.fullmatch(text)
+        if text and match and any(match.groups()):
+            d, h, m, s = (float(g) if g else 0.0 for g in match.groups())
+            return round(d * 86400 + h * 3600 + m * 60 + s)
+    raise _invalid(f"{value!r} is not a duration", 'write seconds (3600) or a duration such as "90m", "24h", "1h30m"')
+
+
+Duration = Annotated[
+    int,
+    BeforeValidator(parse_duration, json_schema_input_type=int | str),
+    Field(gt=0, description='Seconds, or a duration such as "90m", "24h", "1h30m".'),
+]
+
+
+def _split_command(value: Any) -> Any:
+    return shlex.split(value) if isinstance(value, str) else value
+
+
+Command = Annotated[
+    list[str],
+    BeforeValidator(_split_command, json_schema_input_type=str | list[str]),
+    Field(description="argv list, or one string split like a shell would (no shell is involved)."),
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
+
+
+class Accelerator(_Model):
+    """GPUs attached to each node of a pool."""
+
+    type: str = Field(
+        description="GPU kind: a portable name (A100, A100-80GB, H100, H200, L4, T4, V100, P100, ...) "
+        "or a platform's own name (NVIDIA_TESLA_A100). `crosstrain catalog` lists them."
+    )
+    count: int = Field(1, ge=1, le=16, description="GPUs per node.")
+
+    @field_validator("type")
+    @classmethod
+    def _known_gpu(cls, value: str) -> str:
+        kind = catalog.canonical_gpu(value)
+        if kind is None:
+            raise _invalid(f"unknown GPU {value!r}", f"use one of {', '.join(catalog.gpu_names())}")
+        return kind
+
+
+def _parse_machine(value: Any) -> Any:
+    """`"A100:8"` / `"A100"` -> accelerator; any other string -> machine type."""
+    if not isinstance(value, str):
+        return value
+    kind, _, count = value.partition(":")
+    if count or catalog.canonical_gpu(kind):
+        if not count.strip().isdigit() and count:
+            raise _invalid(f"{value!r} is not GPU:COUNT", "write the portable form as e.g. A100:8")
+        return {"accelerator": {"type": kind, "count": int(count) if count else 1}}
+    return {"type": value}
+
+
+class Machine(_Model):
+    """The machine of each node of a pool: a machine type, GPUs, or both."""
+
+    type: str | None = Field(
+        None,
+        description="Platform machine type (n1-standard-8, a2-highgpu-8g, Standard_ND96asr_v4, "
+        "g5.12xlarge). Passed through; the catalog picks one from the GPUs when omitted.",
+    )
+    accelerator: Accelerator | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _count_needs_type(cls, data: Any) -> Any:
+        accel = data.get("accelerator") if isinstance(data, dict) else None
+        if isinstance(accel, dict) and "type" not in accel and "count" in accel:
+            raise _invalid(
+                "accelerator.count is set but accelerator.type is missing",
+                f"add accelerator.type (one of {', '.join(catalog.gpu_names())}), or write e.g. `machine: A100:8`",
+            )
+        return data
+
+    @property
+    def gpus(self) -> int:
+        return self.accelerator.count if self.accelerator else 0
+
+
+MachineField = Annotated[Machine, BeforeValidator(_parse_machine, json_schema_input_type=str | Machine)]
+
+
+class BootDisk(_Model):
+    type: str | None = Field(None, description="Disk type where the platform lets you choose (pd-ssd, pd-standard).")
+    size_gb: int | None = Field(None, ge=10, le=65536)
+
+
+class _Pool(_Model):
+    image: str | None = Field(None, description="Container image; defaults to the job's `image`.")
+    command: Command | None = Field(None, description="Overrides the job's command for this pool.")
+    args: list[str] | None = Field(None, description="Overrides the job's args for this pool.")
+    env: dict[str, str] = Field(default_factory=dict, description="Added to the job's env for this pool.")
+    machine: MachineField | None = None
+    boot_disk: BootDisk | None = None
+
+
+class PrimaryPool(_Pool):
+    """The primary node (rank 0, chief, master, driver). Always one replica."""
+
+    replicas: Literal[1] = Field(1, description="Always 1; scale out with `workers.replicas`.")
+
+    @field_validator("replicas", mode="before")
+    @classmethod
+    def _one(cls, value: Any) -> Any:
+        if value != 1:
+            raise _invalid(
+                f"the primary pool has exactly one replica, not {value!r}",
+                f"set workers.replicas: {int(value) - 1 if isinstance(value, int) and value > 1 else 0}"
+                " for the other nodes",
+            )
+        return value
+
+
+class WorkerPool(_Pool):
+    """Worker nodes. Image, command and machine default to the primary's."""
+
+    replicas: int = Field(0, ge=0, le=10000, description="Worker nodes besides the primary.")
+
+
+class AuxiliaryPool(_Pool):
+    """Parameter servers or evaluators, where the platform has them."""
+
+    replicas: int = Field(1, ge=1, le=10000)
+
+
+class ReductionServer(_Model):
+    """Vertex AI Reduction Server: CPU nodes that speed up all-reduce for multi-node GPU jobs."""
+
+    replicas: int | Literal["auto"] = Field(
+        "auto", description='Reducer nodes, or "auto" to match the training pools\' egress bandwidth.'
+    )
+    machine_type: str = "n1-highcpu-16"
+    image: str | None = Field(None, description="Defaults to the reduction-server image nearest the job's region.")
+
+    @field_validator("replicas")
+    @classmethod
+    def _positive(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise _invalid("reduction_server.replicas must be at least 1", 'use a positive count or "auto"')
+        return value
+
+
+class Scheduling(_Model):
+    timeout: Duration | None = Field(None, description="Stop the job after this long.")
+    max_wait: Duration | None = Field(None, description="Give up if the job has not started after this long.")
+    spot: bool = Field(False, description="Spot / preemptible / low-priority capacity where the platform has it.")
+    max_restarts: int | None = Field(
+        None, ge=0, le=100, description="Restarts after a failure; platform default if unset."
+    )
+
+
+class Launch(_Model):
+    """How processes are started on each node."""
+
+    mode: Literal["auto", "per-process", "per-node"] = Field(
+        "auto",
+        description="per-process: the platform starts one process per GPU. per-node: the platform starts one "
+        "process per node and crosstrain's launcher starts one per GPU. auto: whatever the platform does best.",
+    )
+    processes_per_node: int | None = Field(None, ge=1, le=128, description="Default: GPUs per node, else 1.")
+    framework: Literal["pytorch", "mpi", "tensorflow"] = "pytorch"
+
+
+class TrainingJob(_Model):
+    """A distributed training job, independent of where it runs."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={"$comment": "crosstrain job file; see `crosstrain schema`"},
+    )
+
+    name: str = Field(description="Job name: a letter, then letters, digits, '.', '_' or '-' (at most 63).")
+    run_id: str | None = Field(
+        None,
+        description="Makes the job's identity unique. Omit to derive it from the spec (identical re-submits "
+        "are deduplicated); set a new one to run the same spec again.",
+    )
+    image: str | None = Field(None, description="Default container image of every pool.")
+    command: Command | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    primary: PrimaryPool = Field(default_factory=PrimaryPool)
+    workers: WorkerPool = Field(default_factory=WorkerPool)
+    reduction_server: ReductionServer | None = None
+    parameter_servers: AuxiliaryPool | None = None
+    evaluators: AuxiliaryPool | None = None
+    launch: Launch = Field(default_factory=Launch)
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    labels: dict[str, str] = Field(default_factory=dict)
+    identity: str | None = Field(
+        None,
+        description="What the job runs as: a GCP service-account email, an Azure identity, a Databricks "
+        "service principal.",
+    )
+    network: str | None = Field(None, description="VPC / virtual network the nodes join.")
+    output_dir: str | None = Field(None, description="Where the job writes its outputs (gs://, azureml://, dbfs:/).")
+    targets: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Per-target settings, e.g. targets.vertex.project. `crosstrain schema` "
+        "lists every target's settings.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.fullmatch(value):
+            slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", value).strip("-.") or "job"
+            slug = slug if slug[0].isalpha() else f"job-{slug}"
+            raise _invalid(
+                f"{value!r} is not a valid job name",
+                f"start with a letter and use letters, digits, '.', '_' or '-', e.g. {slug[:63]!r}",
+            )
+        return value
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", value):
+            raise _invalid(f"{value!r} is not a valid run id", "use 1-32 lowercase letters, digits or '-'")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise _invalid(
+                    f"{name!r} is not a valid environment variable name",
+                    "use letters, digits and '_', not starting with a digit",
+                )
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not key:
+                raise _invalid("a label key is empty", "give every label a name")
+        return value
+
+    @property
+    def nodes(self) -> int:
+        """Training nodes: the primary plus the workers."""
+        return 1 + self.workers.replicas
+
+    def pools(self) -> list[PoolView]:
+        """Every pool in use, with the job's defaults filled in, in platform order."""
+        primary = PoolView.of("primary", self.primary, self, None)
+        views = [primary]
+        if self.workers.replicas:
+            views.append(PoolView.of("workers", self.workers, self, primary))
+        if self.parameter_servers:
+            views.append(PoolView.of("parameter_servers", self.parameter_servers, self, primary))
+        if self.evaluators:
+            views.append(PoolView.of("evaluators", self.evaluators, self, primary))
+        return views
+
+    def training_pools(self) -> list[PoolView]:
+        return [p for p in self.pools() if p.role in ("primary", "workers")]
+
+    def processes_per_node(self, gpus_per_node: int) -> int:
+        return self.launch.processes_per_node or max(gpus_per_node, 1)
+
+    def _repr_html_(self) -> str:
+        from crosstrain.display import job_html
+
+        return job_html(self)
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """A pool with the job's defaults applied: what every backend actually renders."""
+
+    role: str
+    replicas: int
+    image: str | None
+    command: list[str] | None
+    args: list[str]
+    env: dict[str, str]
+    machine: Machine | None
+    boot_disk: BootDisk | None
+    machine_path: str
+
+    @classmethod
+    def of(cls, role: str, pool: _Pool, job: TrainingJob, primary: PoolView | None) -> PoolView:
+        inherit = primary if role == "workers" else None
+        return cls(
+            role=role,
+            replicas=int(getattr(pool, "replicas", 1)),
+            image=pool.image or (inherit.image if inherit else None) or job.image,
+            command=pool.command if pool.command is not None else (inherit.command if inherit else job.command),
+            args=pool.args if pool.args is not None else (inherit.args if inherit else list(job.args)),
+            env={**job.env, **(inherit.env if inherit else {}), **pool.env},
+            machine=pool.machine or (inherit.machine if inherit else None),
+            boot_disk=pool.boot_disk or (inherit.boot_disk if inherit else None),
+            machine_path=f"{role}.machine" if pool.machine or not inherit else inherit.machine_path,
+        )

@@ -1,0 +1,1 @@
+"""Test helpers shipped with crosstrain: the backend conformance suite (`crosstrain.testing.conformance`)."""

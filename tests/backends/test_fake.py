@@ -1,0 +1,120 @@
+"""The fake backend: the conformance suite, and the behaviour of its directory-backed cloud."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crosstrain.backends import create_backend
+from crosstrain.backends.base import JobHandle, JobState
+from crosstrain.backends.fake import FakeCloud
+from crosstrain.errors import JobFailed, WaitTimeout
+from crosstrain.loader import job_from_dict
+from crosstrain.retry import RetryPolicy
+from crosstrain.testing.conformance import BASE_JOB, BackendConformance, merge
+
+
+class TestFakeConformance(BackendConformance):
+    target = "fake"
+    settings = {"root": "/tmp/crosstrain-conformance"}
+    refused = [
+        ({"reduction_server": {"replicas": "auto"}}, "reduction server"),
+        ({"parameter_servers": {"replicas": 2}}, "parameter servers"),
+        ({"evaluators": {"replicas": 1}}, "evaluators"),
+    ]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def submit(tmp_path: Path, cloud: FakeCloud, **settings: Any) -> tuple[Any, JobHandle]:
+    backend = create_backend("fake", transport=cloud, retry=RetryPolicy(sleep=lambda s: None), environ={})
+    job = job_from_dict(BASE_JOB)
+    return backend, backend.submit(job, {"root": str(tmp_path), **settings})
+
+
+def test_job_moves_through_its_planned_states(tmp_path: Path) -> None:
+    clock = Clock()
+    backend, handle = submit(tmp_path, FakeCloud(clock=clock), queue_seconds=10, run_seconds=20, outcome="failed")
+    assert backend.status(handle).state is JobState.QUEUED
+    clock.now += 15
+    assert backend.status(handle).state is JobState.RUNNING
+    clock.now += 20
+    status = backend.status(handle)
+    assert (status.state, status.native_state) == (JobState.FAILED, "ERROR")
+    assert "outcome" in status.message
+
+
+def test_submit_writes_the_rendered_body(tmp_path: Path) -> None:
+    cloud = FakeCloud()
+    backend, handle = submit(tmp_path, cloud)
+    request = backend.render(job_from_dict(BASE_JOB), {"root": str(tmp_path)})
+    assert cloud.received == [request.create]
+    stored = (tmp_path / "jobs" / f"{handle.identity}.json").read_text()
+    assert '"displayName": "conformance-job"' in stored
+    assert handle.console_url == request.create.url
+
+
+def test_resubmitting_the_same_spec_adopts_the_existing_job(tmp_path: Path) -> None:
+    _, first = submit(tmp_path, FakeCloud())
+    _, second = submit(tmp_path, FakeCloud())
+    assert (first.adopted, second.adopted) == (False, True)
+    assert first == second
+    assert len(list((tmp_path / "jobs").iterdir())) == 1
+
+
+def test_cancel_stops_a_running_job_but_not_an_ended_one(tmp_path: Path) -> None:
+    clock = Clock()
+    backend, running = submit(tmp_path, FakeCloud(clock=clock), run_seconds=60)
+    backend.cancel(running)
+    clock.now += 100
+    assert backend.status(running).state is JobState.CANCELLED
+    assert any(line.endswith("cancelled") for line in backend.logs(running))
+
+    backend, ended = submit(tmp_path / "other", FakeCloud(clock=clock))
+    clock.now += 1
+    backend.cancel(ended)
+    assert backend.status(ended).state is JobState.SUCCEEDED
+
+
+def test_wait_returns_on_success_and_raises_on_failure(tmp_path: Path) -> None:
+    clock = Clock()
+    cloud = FakeCloud(clock=clock)
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.now += seconds
+
+    backend = create_backend("fake", transport=cloud, retry=RetryPolicy(sleep=sleep), environ={})
+    job = job_from_dict(BASE_JOB)
+    handle = backend.submit(job, {"root": str(tmp_path), "run_seconds": 30})
+    assert backend.wait(handle, poll_interval=5).state is JobState.SUCCEEDED
+    assert sleeps[:3] == [5, 7.5, 11.25]
+
+    failing = backend.submit(
+        job_from_dict(merge(BASE_JOB, {"run_id": "f"})), {"root": str(tmp_path), "run_seconds": 30, "outcome": "failed"}
+    )
+    with pytest.raises(JobFailed, match="FAILED"):
+        backend.wait(failing, poll_interval=5)
+
+
+def test_wait_times_out_while_running(tmp_path: Path) -> None:
+    backend, handle = submit(tmp_path, FakeCloud(), run_seconds=3600)
+    backend.retry = RetryPolicy(sleep=lambda s: None)
+    with pytest.raises(WaitTimeout, match="still RUNNING"):
+        backend.wait(handle, timeout=0.0)
+
+
+def test_handle_string_reconnects_in_a_new_backend(tmp_path: Path) -> None:
+    _, handle = submit(tmp_path, FakeCloud())
+    again = JobHandle.loads(str(handle))
+    assert again == handle
+    assert again.status().state is JobState.SUCCEEDED
