@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +37,8 @@ def choose_target(job: TrainingJob, target: str | None) -> str:
 
 def new_run_id() -> str:
     """A fresh run id, for submitting the same spec again as a new job."""
+    import secrets
+
     return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 

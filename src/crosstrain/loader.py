@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import sys
 import types
@@ -111,6 +110,8 @@ def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str
     if kind == "crosstrain":
         return err["msg"], str(ctx.get("fix", ""))
     if kind == "extra_forbidden":
+        import difflib
+
         name = str(loc[-1]) if loc else ""
         known = _fields_at(model, loc[:-1])
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)

@@ -12,7 +12,6 @@ Creates and polls are retried differently:
 
 from __future__ import annotations
 
-import email.utils
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +28,8 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date), or None."""
     if not value:
         return None
+    import email.utils  # only needed on this rare path
+
     value = value.strip()
     if value.isdigit():
         return float(value)

@@ -27,7 +27,7 @@ S = TypeVar("S", bound="TargetSettings")
 class TargetSettings(BaseModel):
     """Base of every backend's settings model."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def setting(default: Any = ..., *, description: str, env: tuple[str, ...] = ()) -> Any:

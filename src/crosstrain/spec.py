@@ -8,7 +8,6 @@ JSON Schema (`crosstrain schema`) documents both the long and the short forms.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -59,7 +58,11 @@ Duration = Annotated[
 
 
 def _split_command(value: Any) -> Any:
-    return shlex.split(value) if isinstance(value, str) else value
+    if not isinstance(value, str):
+        return value
+    import shlex
+
+    return shlex.split(value)
 
 
 Command = Annotated[
@@ -70,7 +73,7 @@ Command = Annotated[
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Accelerator(_Model):

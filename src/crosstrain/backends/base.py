@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from crosstrain.errors import JobFailed, Problem, SpecError, Unsupported, WaitTimeout
-from crosstrain.retry import RetryPolicy
 from crosstrain.settings import TargetSettings, resolve_settings
 
 if TYPE_CHECKING:
+    from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
 
 # Headers that carry credentials never appear in a rendered request.
@@ -320,8 +320,21 @@ class Backend(ABC):
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.transport = transport  # the injection point for tests: a recording or loopback client
-        self.retry = retry or RetryPolicy()
+        self._retry = retry
         self.environ = os.environ if environ is None else environ
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """The retry policy; tenacity is imported only when something is sent."""
+        if self._retry is None:
+            from crosstrain.retry import RetryPolicy
+
+            self._retry = RetryPolicy()
+        return self._retry
+
+    @retry.setter
+    def retry(self, policy: RetryPolicy) -> None:
+        self._retry = policy
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def settings(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> TargetSettings:

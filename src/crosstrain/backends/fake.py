@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
@@ -122,6 +120,8 @@ class FakeCloud:
 
 
 def _write_atomic(path: Path, record: dict[str, Any]) -> None:
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     with os.fdopen(fd, "w") as out:
         json.dump(record, out, indent=2)
@@ -197,6 +197,8 @@ class FakeBackend(Backend):
         self._cloud().handle(HttpCall("POST", handle.ref["url"] + ":cancel"))
 
     def logs(self, handle: JobHandle) -> Iterator[str]:
+        from datetime import datetime, timezone
+
         cloud = self._cloud()
         _, record = cloud.handle(HttpCall("GET", handle.ref["url"]))
         plan, created = record["plan"], record["createTime"]

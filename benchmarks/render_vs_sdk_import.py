@@ -1,0 +1,70 @@
+"""Cold `crosstrain render` of an example (a whole process) against a bare `import google.cloud.aiplatform`.
+
+Both run as fresh processes, interleaved in one run so that machine noise hits both alike; the result is the
+ratio of medians. Goal: at most 0.1, i.e. rendering a whole job in a tenth of the time it takes just to import
+the Vertex SDK. Needs `pip install 'crosstrain[vertex]'` for the SDK side.
+
+    python benchmarks/render_vs_sdk_import.py [--rounds 15] [--example examples/ddp-quickstart/job.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--example", default=str(ROOT / "examples" / "ddp-quickstart" / "job.yaml"))
+    parser.add_argument("--target", default=None, help="target to render (default: the example's only one)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args()
+
+    if importlib.util.find_spec("google.cloud.aiplatform") is None:
+        print("google-cloud-aiplatform is not installed: pip install 'crosstrain[vertex]'", file=sys.stderr)
+        return 2
+    cli = shutil.which("crosstrain", path=str(Path(sys.executable).parent)) or shutil.which("crosstrain")
+    render = [cli] if cli else [sys.executable, "-m", "crosstrain.cli"]
+    render += ["render", args.example] + (["--target", args.target] if args.target else [])
+    sdk = [sys.executable, "-c", "import google.cloud.aiplatform"]
+
+    timed(render), timed(sdk)  # write bytecode caches once, so every measured run is a cold process, not a cold disk
+    renders, imports = [], []
+    for _ in range(args.rounds):
+        renders.append(timed(render))
+        imports.append(timed(sdk))
+    render_median, import_median = statistics.median(renders), statistics.median(imports)
+    result = {
+        "rounds": args.rounds,
+        "render_median_s": round(render_median, 4),
+        "sdk_import_median_s": round(import_median, 4),
+        "ratio": round(render_median / import_median, 4),
+        "goal": 0.1,
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"crosstrain render (whole process): median {render_median * 1000:.0f} ms over {args.rounds} runs")
+        print(f"import google.cloud.aiplatform:    median {import_median * 1000:.0f} ms")
+        print(f"ratio {result['ratio']:.3f} (goal <= {result['goal']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

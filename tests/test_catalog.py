@@ -1,0 +1,131 @@
+"""The accelerator catalog: portable GPUs -> each platform's machines, and the pairings it refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from crosstrain import catalog
+from crosstrain.catalog import CatalogError, ResolvedMachine, resolve
+
+REQUIRED_KINDS = ("T4", "V100", "P100", "A100", "A100-80GB", "L4", "H100", "H200")
+
+
+def test_the_catalog_covers_the_required_gpu_kinds() -> None:
+    for kind in REQUIRED_KINDS:
+        assert kind in catalog.gpu_names()
+        assert any(kind in catalog.OFFERS[p] for p in catalog.PLATFORMS), kind
+    assert set(REQUIRED_KINDS) <= set(catalog.OFFERS["vertex"])
+
+
+def test_every_platform_has_offers_for_every_target() -> None:
+    assert set(catalog.PLATFORMS) == set(catalog.OFFERS)
+    for platform, offers in catalog.OFFERS.items():
+        assert offers, platform
+        for gpu in offers:
+            assert gpu in catalog.gpu_names(), (platform, gpu)
+
+
+def test_every_listed_machine_resolves_to_itself() -> None:
+    for platform, offers in catalog.OFFERS.items():
+        for gpu, offer in offers.items():
+            for count, machines in offer.machines.items():
+                for machine in machines:
+                    got = resolve(platform, machine_type=machine, gpu=None, gpu_count=None)
+                    assert (got.gpu, got.gpu_count, got.machine_type) == (gpu, count, machine)
+                    assert resolve(platform, machine_type=machine, gpu=gpu, gpu_count=count) == got
+
+
+@pytest.mark.parametrize(
+    ("platform", "gpu", "count", "expected"),
+    [
+        ("vertex", "A100", 8, ResolvedMachine("a2-highgpu-8g", "A100", 8, "NVIDIA_TESLA_A100")),
+        ("vertex", "A100", 16, ResolvedMachine("a2-megagpu-16g", "A100", 16, "NVIDIA_TESLA_A100")),
+        ("vertex", "nvidia_a100_80gb", 4, ResolvedMachine("a2-ultragpu-4g", "A100-80GB", 4, "NVIDIA_A100_80GB")),
+        ("vertex", "H100", 8, ResolvedMachine("a3-highgpu-8g", "H100", 8, "NVIDIA_H100_80GB")),
+        ("vertex", "H200", 8, ResolvedMachine("a3-ultragpu-8g", "H200", 8, "NVIDIA_H200_141GB")),
+        ("vertex", "L4", 1, ResolvedMachine("g2-standard-8", "L4", 1, "NVIDIA_L4")),
+        ("vertex", "V100", 8, ResolvedMachine("n1-highmem-96", "V100", 8, "NVIDIA_TESLA_V100")),
+        ("vertex", "T4", 2, ResolvedMachine("n1-standard-16", "T4", 2, "NVIDIA_TESLA_T4")),
+        ("aiplatform", "P100", 4, ResolvedMachine("n1-standard-32", "P100", 4, "NVIDIA_TESLA_P100")),
+        ("aiplatform", "A100", 8, ResolvedMachine("a2-highgpu-8g", "A100", 8, "NVIDIA_TESLA_A100")),
+        ("azureml", "A100", 8, ResolvedMachine("Standard_ND96asr_v4", "A100", 8, None)),
+        ("azureml", "H100", 8, ResolvedMachine("Standard_ND96isr_H100_v5", "H100", 8, None)),
+        ("azureml", "T4", 1, ResolvedMachine("Standard_NC4as_T4_v3", "T4", 1, None)),
+        ("databricks-aws", "A100", 8, ResolvedMachine("p4d.24xlarge", "A100", 8, None)),
+        ("databricks-aws", "A10G", 4, ResolvedMachine("g5.12xlarge", "A10G", 4, None)),
+        ("databricks-azure", "A100-80GB", 1, ResolvedMachine("Standard_NC24ads_A100_v4", "A100-80GB", 1, None)),
+        ("databricks-gcp", "L4", 8, ResolvedMachine("g2-standard-96", "L4", 8, None)),
+    ],
+)
+def test_portable_gpus_pick_a_machine(platform: str, gpu: str, count: int, expected: ResolvedMachine) -> None:
+    assert resolve(platform, machine_type=None, gpu=gpu, gpu_count=count) == expected
+
+
+def refusal(platform: str, **kwargs: object) -> tuple[str, str, str]:
+    with pytest.raises(CatalogError) as err:
+        resolve(platform, **kwargs)  # type: ignore[arg-type]
+    p = err.value.problem
+    return p.path, p.message, p.fix
+
+
+def test_a100_on_a_non_a2_machine_is_refused_with_the_choices() -> None:
+    path, message, fix = refusal("vertex", machine_type="n1-standard-8", gpu="A100", gpu_count=8)
+    assert (path, message) == ("machine", "n1-standard-8 cannot carry A100 on vertex")
+    assert "A100:8 (a2-highgpu-8g)" in fix
+    assert "A100:16 (a2-megagpu-16g)" in fix
+
+
+def test_a_count_the_machine_cannot_carry_is_refused() -> None:
+    path, message, fix = refusal("vertex", machine_type="a2-highgpu-8g", gpu="A100", gpu_count=4)
+    assert message == "a2-highgpu-8g carries 8 x A100, not 4 x A100"
+    assert "A100:4 (a2-highgpu-4g)" in fix
+    path, message, fix = refusal("vertex", machine_type="n1-standard-16", gpu="T4", gpu_count=3)
+    assert (path, fix) == ("machine.accelerator.count", "use a count of 1, 2, 4")
+    path, message, fix = refusal("azureml", machine_type=None, gpu="A100", gpu_count=4)
+    assert message == "azureml has no machine with 4 x A100"
+    assert fix == "pick from: A100:8 (Standard_ND96asr_v4)"
+
+
+def test_gpus_a_platform_lacks_are_refused() -> None:
+    path, message, fix = refusal("aiplatform", machine_type=None, gpu="H100", gpu_count=8)
+    assert path == "machine.accelerator.type"
+    assert message == "aiplatform does not offer H100 in crosstrain's catalog"
+    assert "A100" in fix
+    assert "H100" not in fix
+    assert refusal("aiplatform", machine_type="a3-highgpu-8g", gpu="H100", gpu_count=8)[1] == message
+    assert refusal("azureml", machine_type=None, gpu="L4", gpu_count=1)[1].startswith("azureml does not offer L4")
+
+
+def test_another_platforms_machine_type_is_refused() -> None:
+    path, message, fix = refusal("vertex", machine_type="Standard_ND96asr_v4", gpu=None, gpu_count=None)
+    assert (path, message) == ("machine.type", "'Standard_ND96asr_v4' is not a vertex machine type")
+    assert "A100:8" in fix
+    assert refusal("azureml", machine_type="a2-highgpu-8g", gpu=None, gpu_count=None)[0] == "machine.type"
+    assert refusal("databricks-aws", machine_type="n1-standard-8", gpu=None, gpu_count=None)[0] == "machine.type"
+
+
+def test_unknown_machine_types_pass_through() -> None:
+    assert resolve("vertex", machine_type="c3-standard-8", gpu=None, gpu_count=None) == ResolvedMachine(
+        "c3-standard-8"
+    )
+    assert resolve("vertex", machine_type="n1-standard-4", gpu="V100", gpu_count=2) == ResolvedMachine(
+        "n1-standard-4", "V100", 2, "NVIDIA_TESLA_V100"
+    )
+    assert resolve("azureml", machine_type="Standard_NC6_Promo", gpu="T4", gpu_count=1) == ResolvedMachine(
+        "Standard_NC6_Promo", "T4", 1, None
+    )
+    assert resolve("vertex", machine_type=None, gpu=None, gpu_count=None) == ResolvedMachine(None)
+
+
+def test_count_without_type_and_unknown_names() -> None:
+    assert refusal("vertex", machine_type=None, gpu=None, gpu_count=4)[1] == "an accelerator count needs a GPU type"
+    assert refusal("vertex", machine_type=None, gpu="K80", gpu_count=1)[1] == "unknown GPU 'K80'"
+
+
+def test_infiniband_is_read_from_the_azure_size_name() -> None:
+    assert ResolvedMachine("Standard_ND96asr_v4").infiniband
+    assert ResolvedMachine("Standard_NC24rs_v3").infiniband
+    assert ResolvedMachine("Standard_ND96isr_H100_v5").infiniband
+    assert not ResolvedMachine("Standard_NC24s_v3").infiniband
+    assert not ResolvedMachine("Standard_NC24ads_A100_v4").infiniband
+    assert not ResolvedMachine("a2-highgpu-8g").infiniband

@@ -1,0 +1,56 @@
+"""Loading job files: YAML, JSON, stdin, and the errors for files that are not jobs."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from crosstrain.errors import SpecError
+from crosstrain.loader import load_job, read_document
+
+
+def test_yaml_and_json_files_load_the_same(tmp_path: Path) -> None:
+    data = {"name": "j", "primary": {"machine": "T4:2"}, "workers": {"replicas": 1}}
+    (tmp_path / "job.json").write_text(json.dumps(data))
+    (tmp_path / "job.yaml").write_text("name: j\nprimary: {machine: 'T4:2'}\nworkers:\n  replicas: 1\n")
+    assert load_job(tmp_path / "job.json") == load_job(tmp_path / "job.yaml") == load_job(data)
+
+
+def test_stdin() -> None:
+    data, name = read_document("-", stdin=io.StringIO("name: from-stdin\n"))
+    assert (data, name) == ({"name": "from-stdin"}, "<stdin>")
+
+
+def test_syntax_error_names_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: j\nworkers: {replicas: 2\n")
+    with pytest.raises(SpecError, match=r"line 3, column 1") as err:
+        load_job(path)
+    assert err.value.source == str(path)
+
+
+@pytest.mark.parametrize(("text", "what"), [("", "empty"), ("- a\n- b\n", "list"), ("42", "int")])
+def test_a_job_file_holds_a_mapping(tmp_path: Path, text: str, what: str) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=f"not {what}"):
+        load_job(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="no such file"):
+        load_job(tmp_path / "nope.yaml")
+
+
+def test_error_message_lists_source_and_each_problem(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text("name: j\nworkers: {replicas: -1}\nprimry: {}\n")
+    with pytest.raises(SpecError) as err:
+        load_job(path)
+    text = str(err.value)
+    assert text.startswith(f"invalid job spec ({path}): 2 problems")
+    assert "  - primry: unknown field 'primry'\n      fix: did you mean 'primary'?" in text
+    assert err.value.to_dict()["problems"][0]["path"] in ("workers.replicas", "primry")

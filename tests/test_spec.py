@@ -1,0 +1,131 @@
+"""The TrainingJob spec: shorthands, defaults, and refusals that name the field and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from crosstrain.errors import SpecError
+from crosstrain.loader import job_from_dict
+from crosstrain.spec import Machine, TrainingJob
+
+
+def problems(data: dict) -> list[tuple[str, str, str]]:
+    with pytest.raises(SpecError) as err:
+        job_from_dict(data)
+    return [(p.path, p.message, p.fix) for p in err.value.problems]
+
+
+def test_portable_machine_shorthand() -> None:
+    job = job_from_dict({"name": "j", "primary": {"machine": "a100:8"}})
+    assert job.primary.machine == Machine(accelerator={"type": "A100", "count": 8})
+    assert job_from_dict({"name": "j", "primary": {"machine": "L4"}}).primary.machine.gpus == 1
+    assert job_from_dict({"name": "j", "primary": {"machine": "n1-standard-8"}}).primary.machine == Machine(
+        type="n1-standard-8"
+    )
+
+
+def test_platform_accelerator_names_become_portable_kinds() -> None:
+    job = job_from_dict({"name": "j", "primary": {"machine": {"accelerator": {"type": "NVIDIA_TESLA_V100"}}}})
+    assert job.primary.machine.accelerator.type == "V100"
+
+
+def test_command_string_is_split_like_a_shell() -> None:
+    job = job_from_dict({"name": "j", "command": "python -m train --msg 'hello world'"})
+    assert job.command == ["python", "-m", "train", "--msg", "hello world"]
+
+
+@pytest.mark.parametrize(("text", "seconds"), [(90, 90), ("90", 90), ("15m", 900), ("24h", 86400),
+                                                ("1h30m", 5400), ("7d", 604800), ("2.5h", 9000)])
+def test_durations(text: object, seconds: int) -> None:
+    assert job_from_dict({"name": "j", "scheduling": {"timeout": text}}).scheduling.timeout == seconds
+
+
+def test_workers_inherit_the_primary() -> None:
+    job = job_from_dict({
+        "name": "j", "image": "img:1", "command": ["python", "t.py"], "env": {"A": "1"},
+        "primary": {"machine": "A100:8", "image": "img:2", "env": {"B": "2"}},
+        "workers": {"replicas": 3, "env": {"C": "3"}},
+    })
+    primary, workers = job.pools()
+    assert (workers.image, workers.machine, workers.command) == ("img:2", primary.machine, ["python", "t.py"])
+    assert workers.env == {"A": "1", "B": "2", "C": "3"}
+    assert workers.machine_path == "primary.machine"
+    assert job.nodes == 4
+    assert job.processes_per_node(8) == 8
+    assert job_from_dict({"name": "j", "launch": {"processes_per_node": 2}}).processes_per_node(8) == 2
+    assert job_from_dict({"name": "j"}).processes_per_node(0) == 1
+
+
+def test_spec_is_immutable() -> None:
+    job = job_from_dict({"name": "j"})
+    with pytest.raises(ValueError, match="frozen"):
+        job.name = "k"  # type: ignore[misc]
+
+
+# The acceptance's bad specs: each exits 2 naming the field path and the fix.
+def test_unknown_field_suggests_the_right_one() -> None:
+    assert problems({"name": "j", "workers": {"replica": 2}}) == [
+        ("workers.replica", "unknown field 'replica'", "did you mean 'replicas'?")
+    ]
+
+
+def test_negative_replicas() -> None:
+    [(path, message, fix)] = problems({"name": "j", "workers": {"replicas": -2}})
+    assert path == "workers.replicas"
+    assert "greater than or equal to 0" in message
+    assert fix == "use a value of at least 0"
+
+
+def test_accelerator_count_without_type() -> None:
+    [(path, message, fix)] = problems({"name": "j", "primary": {"machine": {"accelerator": {"count": 8}}}})
+    assert path == "primary.machine"
+    assert "accelerator.type is missing" in message
+    assert "A100:8" in fix
+
+
+def test_gpu_the_catalog_lacks() -> None:
+    [(path, message, fix)] = problems({"name": "j", "workers": {"replicas": 1, "machine": "A10O:8"}})
+    assert path == "workers.machine.accelerator.type"
+    assert message == "unknown GPU 'A10O'"
+    assert "A100" in fix
+    assert "H200" in fix
+
+
+def test_primary_has_one_replica() -> None:
+    [(path, _, fix)] = problems({"name": "j", "primary": {"replicas": 4}})
+    assert path == "primary.replicas"
+    assert fix.startswith("set workers.replicas: 3")
+
+
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        ({"name": "my job"}, "name"),
+        ({"name": "j", "run_id": "Not OK"}, "run_id"),
+        ({"name": "j", "env": {"1BAD": "x"}}, "env"),
+        ({"name": "j", "scheduling": {"timeout": "soon"}}, "scheduling.timeout"),
+        ({"name": "j", "scheduling": {"timeout": 0}}, "scheduling.timeout"),
+        ({"name": "j", "launch": {"mode": "per-gpu"}}, "launch.mode"),
+        ({"name": "j", "reduction_server": {"replicas": 0}}, "reduction_server.replicas"),
+        ({"name": "j", "primary": {"machine": "A100:x"}}, "primary.machine"),
+        ({"name": "j", "primary": {"machine": {"accelerator": {"type": "T4", "count": 0}}}},
+         "primary.machine.accelerator.count"),
+        ({"name": "j", "labels": {"": "x"}}, "labels"),
+        ({}, "name"),
+    ],
+)
+def test_each_bad_field_is_named(data: dict, path: str) -> None:
+    found = problems(data)
+    assert [p[0] for p in found] == [path]
+    assert all(fix for _, _, fix in found)
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    found = problems({"name": "j", "workers": {"replicas": -1}, "scheduling": {"spot": "maybe"}, "nope": 1})
+    assert sorted(p[0] for p in found) == ["nope", "scheduling.spot", "workers.replicas"]
+
+
+def test_model_dump_round_trips() -> None:
+    job = job_from_dict({"name": "j", "primary": {"machine": "H100:8"}, "workers": {"replicas": 1},
+                         "scheduling": {"timeout": "1h"}, "command": "python x.py"})
+    assert TrainingJob.model_validate(job.model_dump()) == job
