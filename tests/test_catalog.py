@@ -105,9 +105,7 @@ def test_another_platforms_machine_type_is_refused() -> None:
 
 
 def test_unknown_machine_types_pass_through() -> None:
-    assert resolve("vertex", machine_type="c3-standard-8", gpu=None, gpu_count=None) == ResolvedMachine(
-        "c3-standard-8"
-    )
+    assert resolve("vertex", machine_type="c3-standard-8", gpu=None, gpu_count=None) == ResolvedMachine("c3-standard-8")
     assert resolve("vertex", machine_type="n1-standard-4", gpu="V100", gpu_count=2) == ResolvedMachine(
         "n1-standard-4", "V100", 2, "NVIDIA_TESLA_V100"
     )

@@ -34,18 +34,25 @@ def test_command_string_is_split_like_a_shell() -> None:
     assert job.command == ["python", "-m", "train", "--msg", "hello world"]
 
 
-@pytest.mark.parametrize(("text", "seconds"), [(90, 90), ("90", 90), ("15m", 900), ("24h", 86400),
-                                                ("1h30m", 5400), ("7d", 604800), ("2.5h", 9000)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [(90, 90), ("90", 90), ("15m", 900), ("24h", 86400), ("1h30m", 5400), ("7d", 604800), ("2.5h", 9000)],
+)
 def test_durations(text: object, seconds: int) -> None:
     assert job_from_dict({"name": "j", "scheduling": {"timeout": text}}).scheduling.timeout == seconds
 
 
 def test_workers_inherit_the_primary() -> None:
-    job = job_from_dict({
-        "name": "j", "image": "img:1", "command": ["python", "t.py"], "env": {"A": "1"},
-        "primary": {"machine": "A100:8", "image": "img:2", "env": {"B": "2"}},
-        "workers": {"replicas": 3, "env": {"C": "3"}},
-    })
+    job = job_from_dict(
+        {
+            "name": "j",
+            "image": "img:1",
+            "command": ["python", "t.py"],
+            "env": {"A": "1"},
+            "primary": {"machine": "A100:8", "image": "img:2", "env": {"B": "2"}},
+            "workers": {"replicas": 3, "env": {"C": "3"}},
+        }
+    )
     primary, workers = job.pools()
     assert (workers.image, workers.machine, workers.command) == ("img:2", primary.machine, ["python", "t.py"])
     assert workers.env == {"A": "1", "B": "2", "C": "3"}
@@ -108,8 +115,10 @@ def test_primary_has_one_replica() -> None:
         ({"name": "j", "launch": {"mode": "per-gpu"}}, "launch.mode"),
         ({"name": "j", "reduction_server": {"replicas": 0}}, "reduction_server.replicas"),
         ({"name": "j", "primary": {"machine": "A100:x"}}, "primary.machine"),
-        ({"name": "j", "primary": {"machine": {"accelerator": {"type": "T4", "count": 0}}}},
-         "primary.machine.accelerator.count"),
+        (
+            {"name": "j", "primary": {"machine": {"accelerator": {"type": "T4", "count": 0}}}},
+            "primary.machine.accelerator.count",
+        ),
         ({"name": "j", "labels": {"": "x"}}, "labels"),
         ({}, "name"),
     ],
@@ -126,6 +135,13 @@ def test_all_problems_are_reported_at_once() -> None:
 
 
 def test_model_dump_round_trips() -> None:
-    job = job_from_dict({"name": "j", "primary": {"machine": "H100:8"}, "workers": {"replicas": 1},
-                         "scheduling": {"timeout": "1h"}, "command": "python x.py"})
+    job = job_from_dict(
+        {
+            "name": "j",
+            "primary": {"machine": "H100:8"},
+            "workers": {"replicas": 1},
+            "scheduling": {"timeout": "1h"},
+            "command": "python x.py",
+        }
+    )
     assert TrainingJob.model_validate(job.model_dump()) == job

@@ -1,0 +1,57 @@
+"""Target settings: defaults < environment < job file < --set, with errors that say where to set them."""
+
+from __future__ import annotations
+
+import pytest
+
+from crosstrain.errors import SpecError
+from crosstrain.settings import TargetSettings, parse_assignments, resolve_settings, setting
+
+
+class CloudSettings(TargetSettings):
+    project: str = setting(description="Project.", env=("CLOUD_PROJECT", "OTHER_PROJECT"))
+    region: str = setting("us-central1", description="Region.", env=("CLOUD_REGION",))
+    replicas_cap: int = setting(10, description="Cap.")
+
+
+def test_layers_in_order() -> None:
+    env = {"CLOUD_PROJECT": "from-env", "CLOUD_REGION": "env-region"}
+    got = resolve_settings(CloudSettings, "cloud", environ=env)
+    assert (got.project, got.region) == ("from-env", "env-region")
+    got = resolve_settings(CloudSettings, "cloud", section={"project": "from-file"}, environ=env)
+    assert (got.project, got.region) == ("from-file", "env-region")
+    got = resolve_settings(
+        CloudSettings,
+        "cloud",
+        section={"project": "from-file"},
+        overrides={"project": "from-set", "replicas_cap": "3"},
+        environ=env,
+    )
+    assert (got.project, got.replicas_cap) == ("from-set", 3)
+
+
+def test_second_env_var_is_a_fallback() -> None:
+    assert resolve_settings(CloudSettings, "cloud", environ={"OTHER_PROJECT": "p2"}).project == "p2"
+
+
+def test_missing_required_setting_says_every_way_to_set_it() -> None:
+    with pytest.raises(SpecError) as err:
+        resolve_settings(CloudSettings, "cloud", environ={})
+    [problem] = err.value.problems
+    assert problem.path == "targets.cloud.project"
+    assert problem.message == "cloud needs `project`"
+    assert problem.fix == (
+        "set it with `--set project=...`, `targets.cloud.project` in the job file, $CLOUD_PROJECT, $OTHER_PROJECT"
+    )
+
+
+def test_bad_values_name_the_setting() -> None:
+    with pytest.raises(SpecError) as err:
+        resolve_settings(CloudSettings, "cloud", section={"project": "p", "replicas_cap": "lots", "zone": "a"})
+    assert sorted(p.path for p in err.value.problems) == ["targets.cloud.replicas_cap", "targets.cloud.zone"]
+
+
+def test_parse_assignments() -> None:
+    assert parse_assignments(["project=p", "spark-version=15.4=x"]) == {"project": "p", "spark_version": "15.4=x"}
+    with pytest.raises(SpecError, match="not key=value"):
+        parse_assignments(["project"])
