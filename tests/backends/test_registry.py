@@ -51,7 +51,7 @@ def test_plugins_are_added_to_the_builtins_not_replacing_them(plugin_dist: Path)
     assert {"acme", "fake"} <= set(known)
     assert known["fake"].target == "crosstrain.backends.fake:FakeBackend"
     assert "acme-backend" in known["acme"].summary
-    with pytest.warns(UserWarning):
+    with pytest.warns(UserWarning, match="ignoring plugin backend"):
         assert get_backend_class("acme").__name__ == "AcmeBackend"
 
 

@@ -209,7 +209,7 @@ class FakeBackend(Backend):
         ]
         if record.get("cancelTime") is not None:
             events.append((record["cancelTime"], "cancelled"))
-        for when, what in sorted(events):
+        for when, what in sorted(events, key=lambda event: event[0]):
             if when <= cloud.clock():
                 stamp = datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="seconds")
                 yield f"{stamp} {handle.identity} {what}"

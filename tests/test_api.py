@@ -1,0 +1,67 @@
+"""The Python API as a notebook uses it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import crosstrain
+from crosstrain.errors import SpecError
+from tests.conftest import ROOT
+
+EXAMPLE = ROOT / "examples" / "ddp-quickstart" / "job.yaml"
+
+
+def test_render_submit_wait(fake_root: Path) -> None:
+    job = crosstrain.load_job(EXAMPLE)
+    request = crosstrain.render(job, "fake", run_id="nb-1", run_seconds=0)
+    assert request.identity == "ddp-quickstart-nb-1"
+    handle = crosstrain.submit(request)
+    assert handle.identity == request.identity
+    assert handle.wait(poll_interval=0.01).state is crosstrain.JobState.SUCCEEDED
+    assert (fake_root / "jobs" / "ddp-quickstart-nb-1.json").exists()
+
+
+def test_render_takes_dicts_and_paths_alike() -> None:
+    data = {"name": "nb", "primary": {"machine": "L4:1"}, "targets": {"fake": {"root": "/tmp/x"}}}
+    assert crosstrain.render(data).to_dict() == crosstrain.render(crosstrain.TrainingJob.model_validate(data)).to_dict()
+    assert crosstrain.render(EXAMPLE).job_name == "ddp-quickstart"
+
+
+def test_settings_are_checked(fake_root: Path) -> None:
+    with pytest.raises(SpecError, match=r"targets\.fake\.outcome"):
+        crosstrain.render(EXAMPLE, "fake", outcome="maybe")
+    with pytest.raises(SpecError, match="sent as it is"):
+        crosstrain.submit(crosstrain.render(EXAMPLE), outcome="failed")
+
+
+def test_validate_lists_problems_per_target() -> None:
+    data = {"name": "nb", "reduction_server": {}, "targets": {"fake": {}}}
+    [problem] = crosstrain.validate(data)["fake"]
+    assert problem.path == "reduction_server"
+
+
+def test_notebook_display_escapes_and_summarises() -> None:
+    job = crosstrain.load_job(
+        {
+            "name": "nb",
+            "image": "<img>",
+            "primary": {"machine": "A100:8"},
+            "workers": {"replicas": 1},
+            "targets": {"fake": {}},
+        }
+    )
+    html = job._repr_html_()
+    assert "&lt;img&gt;" in html
+    assert "<img>" not in html
+    assert "1 x A100:8" in html
+    request = crosstrain.render(job)
+    assert request.identity in request._repr_html_()
+    assert "PUT file://" in request._repr_html_()
+
+
+def test_lazy_names() -> None:
+    assert set(crosstrain.__all__) <= set(dir(crosstrain))
+    with pytest.raises(AttributeError):
+        _ = crosstrain.nope  # type: ignore[attr-defined]

@@ -1,0 +1,189 @@
+"""The CLI as users and CI pipelines run it: separate processes, stdout for results, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+EXAMPLE = ROOT / "examples" / "ddp-quickstart" / "job.yaml"
+
+
+def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crosstrain.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def write(tmp_path: Path, text: str, name: str = "job.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+JOB = """\
+name: cli-job
+image: img:1
+command: python train.py
+primary: {machine: "T4:2"}
+workers: {replicas: 1}
+targets:
+  fake: {}
+"""
+
+
+def test_render_prints_only_the_request_json_on_stdout(fake_root: Path) -> None:
+    done = run("render", str(EXAMPLE))
+    assert done.returncode == 0, done.stderr
+    request = json.loads(done.stdout)
+    assert request["target"] == "fake"
+    assert request["calls"][0]["url"].startswith(fake_root.as_uri())
+    assert request["identity"].startswith("ddp-quickstart-")
+    assert not fake_root.exists()  # a dry run sends nothing
+
+
+def test_render_reads_stdin_and_honours_set_and_run_id(tmp_path: Path) -> None:
+    done = run("render", "-", "--set", f"root={tmp_path}", "--set", "outcome=failed", "--run-id", "r7", stdin=JOB)
+    request = json.loads(done.stdout)
+    assert request["identity"] == "cli-job-r7"
+    assert request["settings"]["outcome"] == "failed"
+    assert request["calls"][0]["url"] == (tmp_path / "jobs" / "cli-job-r7.json").as_uri()
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "fix"),
+    [
+        ("name: j\nworkers: {replica: 2}\n", "workers.replica", "did you mean 'replicas'?"),
+        ("name: j\nworkers: {replicas: -1}\n", "workers.replicas", "use a value of at least 0"),
+        ("name: j\nprimary: {machine: {accelerator: {count: 4}}}\n", "primary.machine", "add accelerator.type"),
+        ("name: j\nprimary: {machine: 'B300:8'}\n", "primary.machine.accelerator.type", "use one of T4"),
+    ],
+)
+def test_bad_spec_exits_2_before_sending_naming_path_and_fix(
+    fake_root: Path, tmp_path: Path, text: str, path: str, fix: str
+) -> None:
+    job = write(tmp_path, text + "targets: {fake: {}}\n")
+    for verb in ("render", "validate", "submit"):
+        done = run(verb, job)
+        assert done.returncode == 2, (verb, done.stderr)
+        assert f"  - {path}: " in done.stderr
+        assert f"fix: {fix}" in done.stderr
+        assert done.stdout == ""
+    assert not fake_root.exists()
+
+
+def test_json_errors_are_machine_readable(tmp_path: Path) -> None:
+    done = run("render", write(tmp_path, "name: j\nworkers: {replicas: -1}\n"), "--target", "fake", "--json")
+    assert done.returncode == 2
+    error = json.loads(done.stdout)
+    assert error["error"] == "SpecError"
+    assert error["problems"][0]["path"] == "workers.replicas"
+
+
+def test_refused_spec_exits_2_with_the_reason(tmp_path: Path) -> None:
+    done = run("render", write(tmp_path, JOB + "reduction_server: {replicas: 2}\n"))
+    assert done.returncode == 2
+    assert "the fake target cannot run this job" in done.stderr
+    assert "reduction_server: fake has no reduction server" in done.stderr
+
+
+def test_unknown_target_and_missing_target(tmp_path: Path) -> None:
+    done = run("render", str(EXAMPLE), "--target", "vertx")
+    assert done.returncode == 2
+    assert "unknown target 'vertx'" in done.stderr
+    done = run("render", write(tmp_path, "name: j\n"))
+    assert done.returncode == 2
+    assert "no target chosen" in done.stderr
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run("render").returncode == 2
+    assert run("frobnicate").returncode == 2
+
+
+def test_submit_status_wait_logs_cancel_across_processes(tmp_path: Path) -> None:
+    job = write(tmp_path, JOB)
+    root = f"root={tmp_path / 'cloud'}"
+    done = run("submit", job, "--set", root)
+    assert done.returncode == 0, done.stderr
+    handle = done.stdout.strip()
+    assert json.loads(handle)["target"] == "fake"
+    assert "submitted cli-job-" in done.stderr
+    (tmp_path / "handle.json").write_text(handle + "\n")
+
+    status = run("status", str(tmp_path / "handle.json"), "--json")
+    assert json.loads(status.stdout)["state"] == "SUCCEEDED"
+    assert run("wait", handle).returncode == 0
+    assert run("status", "-", stdin=handle).stdout.startswith("SUCCEEDED")
+    logs = run("logs", handle).stdout.splitlines()
+    assert [line.split(" ", 2)[2] for line in logs] == ["created", "started", "ended succeeded"]
+
+    again = run("submit", job, "--set", root)
+    assert again.stdout.strip() == handle
+    assert "existed already" in again.stderr
+    fresh = run("submit", job, "--set", root, "--run-id", "new", "--json")
+    assert json.loads(fresh.stdout)["identity"] != json.loads(handle)["identity"]
+
+    running = run("submit", job, "--set", root, "--set", "run_seconds=600", "--json")
+    assert run("cancel", running.stdout).returncode == 0
+    assert json.loads(run("status", running.stdout, "--json").stdout)["state"] == "CANCELLED"
+
+
+def test_wait_exit_codes(tmp_path: Path) -> None:
+    job = write(tmp_path, JOB)
+    root = f"root={tmp_path / 'cloud'}"
+    failed = run("submit", job, "--set", root, "--set", "outcome=failed", "--wait")
+    assert failed.returncode == 4
+    assert "ended FAILED" in failed.stderr
+    slow = run("submit", job, "--set", root, "--set", "run_seconds=600", "--wait", "--timeout", "0.2")
+    assert slow.returncode == 5
+    assert "still RUNNING" in slow.stderr
+
+
+def test_submit_sends_an_edited_rendered_request(tmp_path: Path) -> None:
+    request = json.loads(run("render", write(tmp_path, JOB), "--set", f"root={tmp_path}").stdout)
+    request["calls"][0]["body"]["labels"]["edited"] = "yes"
+    saved = write(tmp_path, json.dumps(request), "request.json")
+    done = run("submit", saved)
+    assert done.returncode == 0, done.stderr
+    stored = json.loads((tmp_path / "jobs" / f"{request['identity']}.json").read_text())
+    assert stored["labels"] == {"edited": "yes"}
+
+
+def test_validate_reports_each_target(tmp_path: Path) -> None:
+    done = run("validate", write(tmp_path, JOB + "  vertx: {}\n"), "--json")
+    assert done.returncode == 2
+    report = json.loads(done.stdout)
+    assert report["targets"]["fake"] == []
+    assert report["targets"]["vertx"][0]["message"] == "unknown target 'vertx'"
+    assert run("validate", str(EXAMPLE)).returncode == 0
+
+
+def test_catalog_and_help() -> None:
+    rows = json.loads(run("catalog", "--target", "vertex", "--json").stdout)
+    assert {
+        "target": "vertex",
+        "gpu": "A100",
+        "count": 8,
+        "machine_types": ["a2-highgpu-8g"],
+        "accelerator": "NVIDIA_TESLA_A100",
+        "note": "",
+    } in rows
+    assert "databricks-aws" in run("catalog").stdout
+    assert run("catalog", "--target", "nowhere").returncode == 2
+    help_text = run("--help").stdout
+    for verb in ("render", "validate", "submit", "status", "wait", "cancel", "logs", "schema"):
+        assert verb in help_text
+    assert "exit codes" in help_text
