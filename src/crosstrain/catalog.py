@@ -11,6 +11,7 @@ legacy enum stops at NVIDIA_TESLA_A100), azure.md 8 (GPU VM sizes, `r` = InfiniB
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -239,6 +240,7 @@ class ResolvedMachine:
         return bool(letters and "r" in letters.group(1))
 
 
+@functools.cache
 def _fixed_index(platform: str) -> dict[str, tuple[str, int]]:
     """machine type -> (gpu kind, count) for machine types that fix their GPU count."""
     index: dict[str, tuple[str, int]] = {}
@@ -249,6 +251,7 @@ def _fixed_index(platform: str) -> dict[str, tuple[str, int]]:
     return index
 
 
+@functools.cache
 def _families(platform: str) -> set[str]:
     """Machine-type prefixes the catalog knows for a platform (a2-highgpu-, n1-, Standard_ND96...)."""
     prefixes = {o.family for o in OFFERS[platform].values() if o.family}

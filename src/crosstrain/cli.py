@@ -191,11 +191,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if request is not None:
         handle = api.submit(request)
     else:
-        job = (
-            job_from_dict(parse_text(text, args.job), source=args.job)
-            if args.job == "-" and text is not None
-            else _load_job(args.job)
-        )
+        job = job_from_dict(parse_text(text, args.job), source=args.job) if text is not None else _load_job(args.job)
         job = api.with_run_id(job, args.run_id)
         handle = api.submit(job, api.choose_target(job, args.target), **_settings(args))
     if handle.adopted:

@@ -33,11 +33,6 @@ class Problem:
     def to_dict(self) -> dict[str, str]:
         return {"path": self.path, "message": self.message, "fix": self.fix}
 
-    def under(self, prefix: str) -> Problem:
-        """The same problem, located under `prefix` (e.g. the `targets.vertex` section)."""
-        path = f"{prefix}.{self.path}" if self.path else prefix
-        return Problem(path, self.message, self.fix)
-
 
 class CrosstrainError(Exception):
     """Base class of every error crosstrain raises on purpose."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import types
 import typing
@@ -159,8 +158,3 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
             if found:
                 return found
     return None
-
-
-def dump_json(data: Any) -> str:
-    """The one JSON style crosstrain prints: sorted keys would reorder requests, so insertion order, indent 2."""
-    return json.dumps(data, indent=2, ensure_ascii=False)

@@ -311,9 +311,6 @@ class TrainingJob(_Model):
             views.append(PoolView.of("evaluators", self.evaluators, self, primary))
         return views
 
-    def training_pools(self) -> list[PoolView]:
-        return [p for p in self.pools() if p.role in ("primary", "workers")]
-
     def processes_per_node(self, gpus_per_node: int) -> int:
         return self.launch.processes_per_node or max(gpus_per_node, 1)
 

@@ -216,9 +216,6 @@ class Capabilities:
     frameworks: frozenset[str] = frozenset({"pytorch"})
     launch_modes: frozenset[str] = frozenset({"auto", "per-process", "per-node"})
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: sorted(v) if isinstance(v, frozenset) else v for k, v in self.__dict__.items()}
-
 
 def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> list[Problem]:
     """The generic refusals: features of the job that `caps` says the target cannot express."""
