@@ -72,3 +72,8 @@ def test_require_gives_the_install_hint() -> None:
         r"pip install 'crosstrain\[vertex\]'",
     ):
         require("google.cloud.no_such_sdk", "vertex")
+
+
+def test_unknown_name_without_a_close_match_still_reads_as_a_sentence() -> None:
+    with pytest.raises(UnknownBackend, match=r"^unknown target 'zzz'\. Valid targets: "):
+        create_backend("zzz")

@@ -80,7 +80,7 @@ def _entry(name: str) -> BackendEntry:
     if name in known:
         return known[name]
     close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = f"; did you mean {close[0]!r}?" if close else "."
     raise UnknownBackend(f"unknown target {name!r}{hint} Valid targets: {', '.join(sorted(known))}")
 
 
