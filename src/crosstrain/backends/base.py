@@ -435,3 +435,13 @@ class Backend(ABC):
             pause = interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
             self.retry.sleep(pause)
             interval = min(interval * 1.5, max_interval)
+
+
+# The per-node launcher of `crosstrain.runtime`: where a platform starts one process per node, it starts one
+# process per GPU under torch.distributed.run. The container image must have crosstrain installed.
+LAUNCHER_MODULE = "crosstrain.launch"
+
+
+def launcher_command(command: list[str], *, nproc_per_node: int | str = "auto") -> list[str]:
+    """`command` wrapped in crosstrain's per-node launcher, as a backend renders it into a container command."""
+    return ["python", "-m", LAUNCHER_MODULE, "--nproc-per-node", str(nproc_per_node), "--", *command]
