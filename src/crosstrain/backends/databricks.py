@@ -1,0 +1,551 @@
+"""`databricks`: one-time runs (`POST /api/2.2/jobs/runs/submit`) that call TorchDistributor on a GPU cluster.
+
+The run has one `python_wheel_task` on a `new_cluster`. Its entry point, `crosstrain-databricks`
+(`crosstrain.databricks_task`), calls `TorchDistributor(num_processes, local_mode, use_gpu).run(...)` on the
+training file or module and exits non-zero when any rank failed, which TorchDistributor alone never does.
+
+Mapping (facts and sources: ../shared/reference/databricks.md):
+
+* every training node (primary + workers) is a Spark executor: `num_workers = nodes`, one GPU per Spark task
+  (`spark.task.resource.gpu.amount = 1`; more hangs the rendezvous on pyspark <= 4.1) and
+  `num_processes = nodes x GPUs per node`. The driver only coordinates, on a small GPU type (the driver of a
+  GPU cluster must be a GPU type too). A one-node job runs on a single-node cluster in local mode.
+* the workspace's cloud picks the catalog rows (`databricks-aws`, `-azure`, `-gcp`); it is read from the host
+  name unless set.
+* an image becomes `docker_image` (Databricks Container Services). Container Services does not run ML
+  runtimes, so the runtime becomes the standard one of the same version, and the image must carry torch,
+  CUDA and NCCL.
+* a training file on this machine is uploaded to workspace files first (`workspace/mkdirs` +
+  `workspace/import`, both in the rendered request); a path already on the cluster is used as is.
+* submit always sends the identity as the `idempotency_token`: the SDK resends POSTs on timeouts, 429 and
+  503, and Databricks starts exactly one run per token.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from urllib.parse import urlparse
+
+from pydantic import Field, field_validator
+
+from crosstrain import __version__, catalog
+from crosstrain.backends import require
+from crosstrain.backends.base import (
+    Backend,
+    Capabilities,
+    HttpCall,
+    JobHandle,
+    JobState,
+    JobStatus,
+    Request,
+    default_identity,
+    digest,
+)
+from crosstrain.databricks_task import ENTRY_POINT, DistributorCall
+from crosstrain.errors import Problem, SubmitError, TransientError
+from crosstrain.settings import TargetSettings, setting
+from crosstrain.spec import PoolView, TrainingJob
+
+if TYPE_CHECKING:
+    from databricks.sdk import WorkspaceClient
+
+T = TypeVar("T")
+
+Cloud = Literal["aws", "azure", "gcp"]
+
+#: `life_cycle_state` -> common state, for runs that have not ended.
+STATE_MAP: Mapping[str, JobState] = {
+    "QUEUED": JobState.QUEUED,
+    "PENDING": JobState.QUEUED,
+    "BLOCKED": JobState.QUEUED,
+    "WAITING_FOR_RETRY": JobState.QUEUED,
+    "RUNNING": JobState.RUNNING,
+    "TERMINATING": JobState.RUNNING,
+    "INTERNAL_ERROR": JobState.FAILED,
+}
+#: A run that ended (TERMINATED or SKIPPED) succeeded only with this `result_state`; CANCELED is cancelled,
+#: everything else (FAILED, TIMEDOUT, SUCCESS_WITH_FAILURES, UPSTREAM_*, ...) is a failure.
+SUCCESS, CANCELED = "SUCCESS", "CANCELED"
+
+#: A small GPU driver per cloud, for when the job's GPU kind has no one-GPU machine (the driver does not train).
+_SMALL_GPU = {"aws": "T4", "azure": "T4", "gcp": "L4"}
+_HOST_CLOUDS = (
+    (".azuredatabricks.net", "azure"),
+    (".gcp.databricks.com", "gcp"),
+    (".cloud.databricks.com", "aws"),
+)
+#: Paths every node of a cluster sees; a training file there is not uploaded.
+_CLUSTER_PATHS = ("/Workspace/", "/Volumes/", "/dbfs/")
+_PYTHON = re.compile(r"python(3(\.\d+)?)?")
+_NOTEBOOK_HEADER = b"# Databricks notebook source"
+
+
+class DatabricksSettings(TargetSettings):
+    host: str = setting(
+        description="Workspace URL, e.g. https://dbc-1234.cloud.databricks.com.", env=("DATABRICKS_HOST",)
+    )
+    profile: str | None = setting(
+        None,
+        description="~/.databrickscfg profile for authentication (DATABRICKS_TOKEN and the other unified-auth "
+        "variables are read by the Databricks SDK itself).",
+        env=("DATABRICKS_CONFIG_PROFILE",),
+    )
+    cloud: Cloud | None = setting(
+        None,
+        description="The workspace's cloud, which picks node types from the catalog; read from the host "
+        "(*.cloud.databricks.com, *.azuredatabricks.net, *.gcp.databricks.com) when unset.",
+    )
+    spark_version: str = setting(
+        "17.3.x-gpu-ml-scala2.13",
+        description="GPU ML runtime (17.3 LTS ML). With an image the standard runtime of the same version is "
+        "used, since Container Services does not run ML runtimes.",
+    )
+    driver_node_type_id: str | None = setting(
+        None,
+        description="Driver node type of multi-node clusters (it coordinates, it does not train; it must have "
+        "a GPU). Default: a one-GPU machine of the job's GPU kind, else a small T4 (AWS, Azure) or L4 (GCP).",
+    )
+    crosstrain_library: str = setting(
+        f"crosstrain=={__version__}",
+        description="How crosstrain gets onto the cluster: a PyPI requirement (crosstrain==0.1.0), a wheel "
+        "path (/Volumes/..., /Workspace/..., dbfs:/..., s3://...), or 'image' when the image has it.",
+    )
+    libraries: list[str] = Field(
+        default_factory=list,
+        description="More PyPI requirements or wheel paths the training code needs on the cluster.",
+    )
+    workspace_dir: str = setting(
+        "/Workspace/Shared/crosstrain",
+        description="Workspace folder that submit uploads a local training file to, under <identity>/.",
+    )
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        url = urlparse(value if "://" in value else f"https://{value}")
+        if url.scheme not in ("http", "https") or not url.hostname or url.path not in ("", "/"):
+            raise ValueError(f"{value!r} is not a workspace URL such as https://dbc-1234.cloud.databricks.com")
+        return f"{url.scheme}://{url.netloc}"
+
+    @field_validator("workspace_dir")
+    @classmethod
+    def _workspace_dir(cls, value: str) -> str:
+        if not value.startswith("/Workspace/"):
+            raise ValueError(f"{value!r} is not a workspace folder; use a path under /Workspace/")
+        return value.rstrip("/")
+
+    def resolved_cloud(self) -> Cloud | None:
+        if self.cloud:
+            return self.cloud
+        host = urlparse(self.host).hostname or ""
+        for suffix, cloud in _HOST_CLOUDS:
+            if host.endswith(suffix):
+                return cloud  # type: ignore[return-value]
+        return None
+
+
+def _library(spec: str) -> dict[str, Any]:
+    """A cluster library from a PyPI requirement or a wheel path."""
+    if spec.endswith(".whl"):
+        return {"whl": spec}
+    return {"pypi": {"package": spec}}
+
+
+class _Plan:
+    """What render derives from the job before writing the body: the cluster shape and the training target."""
+
+    def __init__(self, job: TrainingJob, settings: DatabricksSettings) -> None:
+        self.problems: list[Problem] = []
+        self.cloud = settings.resolved_cloud()
+        self.pool = job.pools()[0]
+        self.local_file: Path | None = None
+        self.call: DistributorCall | None = None
+        if self.cloud is None:
+            self.problems.append(
+                Problem(
+                    "targets.databricks.cloud",
+                    f"cannot tell the cloud of {settings.host}",
+                    "set `cloud` to aws, azure or gcp",
+                )
+            )
+            return
+        self.platform = f"databricks-{self.cloud}"
+        machine = self.pool.machine
+        accel = machine.accelerator if machine else None
+        try:
+            self.machine = catalog.resolve(
+                self.platform,
+                machine_type=machine.type if machine else None,
+                gpu=accel.type if accel else None,
+                gpu_count=accel.count if accel else None,
+                path=self.pool.machine_path,
+            )
+        except catalog.CatalogError as exc:
+            self.problems.append(exc.problem)
+            return
+        if not self.machine.machine_type or not self.machine.gpu_count:
+            self.problems.append(
+                Problem(
+                    self.pool.machine_path,
+                    "the databricks target runs TorchDistributor on GPU clusters, and this machine has no "
+                    "GPU crosstrain knows of",
+                    "give GPUs, e.g. `machine: A10G:4`, or a machine type with its accelerator",
+                )
+            )
+            return
+        gpus = self.machine.gpu_count
+        wanted = job.launch.processes_per_node
+        if wanted is not None and wanted != gpus:
+            self.problems.append(
+                Problem(
+                    "launch.processes_per_node",
+                    f"TorchDistributor starts one process per GPU ({gpus} per node), not {wanted}",
+                    "remove `launch.processes_per_node`",
+                )
+            )
+        self.nodes = job.nodes
+        self.single_node = job.nodes == 1
+        self._target(job)
+
+    def _target(self, job: TrainingJob) -> None:
+        command = [*(self.pool.command or []), *self.pool.args]
+        fix = "write `command: python train.py` (a script) or `command: python -m package.train` (a module)"
+        if not command:
+            self.problems.append(Problem("command", "the job has no command", fix))
+            return
+        rest = command[1:] if _PYTHON.fullmatch(os.path.basename(command[0])) else command
+        if rest[:1] == ["-m"] and len(rest) > 1:
+            kind, target, args = "module", rest[1], rest[2:]
+        elif rest and rest[0].endswith(".py"):
+            kind, target, args = "file", rest[0], rest[1:]
+            target = self._file(target, job)
+        else:
+            self.problems.append(
+                Problem(
+                    "command",
+                    f"TorchDistributor runs a Python file or module itself, not `{' '.join(command)}`",
+                    fix,
+                )
+            )
+            return
+        if target:
+            num = self.machine.gpu_count * (1 if self.single_node else self.nodes)
+            # Single node: GPU scheduling is off on single-node clusters and local GPU mode needs it, so the
+            # processes keep every GPU visible and pick cuda:LOCAL_RANK themselves.
+            self.call = DistributorCall(
+                num, self.single_node, not self.single_node, kind, target, tuple(args)  # type: ignore[arg-type]
+            )
+
+    def _file(self, target: str, job: TrainingJob) -> str:
+        if target.startswith("dbfs:/"):
+            return "/dbfs/" + target.removeprefix("dbfs:/").lstrip("/")
+        if target.startswith(_CLUSTER_PATHS):
+            return target
+        local = Path(target)
+        if local.is_file():
+            if local.read_bytes().startswith(_NOTEBOOK_HEADER):
+                self.problems.append(
+                    Problem(
+                        "command",
+                        f"{target} is a Databricks notebook export; workspace import would make it a notebook",
+                        "remove its '# Databricks notebook source' header",
+                    )
+                )
+            self.local_file = local
+            return target  # replaced by the upload path once the identity is known
+        if job.image and local.is_absolute():
+            return target  # a script inside the image
+        self.problems.append(
+            Problem(
+                "command",
+                f"{target} is neither a file here nor a path on the cluster",
+                "run from the folder that holds it (submit uploads it), or give a path under /Workspace/, "
+                "/Volumes/ or /dbfs/, or an absolute path inside the image",
+            )
+        )
+        return ""
+
+
+class DatabricksBackend(Backend):
+    """Databricks one-time runs that call TorchDistributor. Example: `crosstrain submit job.yaml -t databricks`."""
+
+    name = "databricks"
+    title = "Databricks (one-time runs, TorchDistributor)"
+    extra = "databricks"
+    settings_model = DatabricksSettings
+    capabilities = Capabilities(
+        spot=True,
+        logs=True,
+        dedupes_create=True,
+        launch_modes=frozenset({"auto", "per-process"}),
+    )
+
+    # -- render (pure) -------------------------------------------------------------------------------------
+    def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:  # type: ignore[override]
+        problems = list(_Plan(job, settings).problems)
+        pool = job.pools()[0]
+        if "CUDA_VISIBLE_DEVICES" in pool.env:
+            problems.append(
+                Problem(
+                    "env.CUDA_VISIBLE_DEVICES",
+                    "TorchDistributor gives each Spark task its GPUs; a preset CUDA_VISIBLE_DEVICES overrides that",
+                    "remove CUDA_VISIBLE_DEVICES",
+                )
+            )
+        for path, value, message, fix in (
+            (
+                "network",
+                job.network,
+                "a Databricks cluster joins its workspace's network; a job cannot choose one",
+                "remove `network` (set networking on the workspace)",
+            ),
+            (
+                "scheduling.max_wait",
+                job.scheduling.max_wait,
+                "Databricks one-time runs have no start deadline",
+                "remove `scheduling.max_wait`; `scheduling.timeout` bounds the whole run",
+            ),
+            (
+                f"{pool.role}.boot_disk",
+                pool.boot_disk,
+                "crosstrain does not size Databricks node disks",
+                "remove `boot_disk`; Databricks sizes the disks of each node type",
+            ),
+        ):
+            if value:
+                problems.append(Problem(path, message, fix))
+        return problems
+
+    def identity(self, job: TrainingJob, settings: DatabricksSettings) -> str:  # type: ignore[override]
+        """The default identity, plus the content of a training file that submit uploads: a changed file is a
+        new run, never the old run returned for the same idempotency token."""
+        plan = _Plan(job, settings)
+        if job.run_id or plan.local_file is None:
+            return default_identity(job, self.name, settings, max_len=64)
+        content = hashlib.sha256(plan.local_file.read_bytes()).hexdigest()
+        suffix = hashlib.sha256(f"{digest(job, self.name, settings)}:{content}".encode()).hexdigest()[:10]
+        return default_identity(job.model_copy(update={"run_id": suffix}), self.name, settings, max_len=64)
+
+    def _render(self, job: TrainingJob, settings: DatabricksSettings) -> Request:  # type: ignore[override]
+        plan = _Plan(job, settings)
+        assert plan.call is not None and plan.cloud is not None  # refusals ran first
+        identity = self.identity(job, settings)
+        host, calls, call, notes = settings.host, [], plan.call, []
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        if plan.local_file is not None:
+            folder = f"{settings.workspace_dir}/{identity}"
+            remote = f"{folder}/{plan.local_file.name}"
+            content = base64.b64encode(plan.local_file.read_bytes()).decode()
+            calls += [
+                HttpCall(
+                    "POST",
+                    f"{host}/api/2.0/workspace/mkdirs",
+                    {"path": folder},
+                    headers,
+                    purpose="create the folder the training file is uploaded to",
+                ),
+                HttpCall(
+                    "POST",
+                    f"{host}/api/2.0/workspace/import",
+                    {"path": remote, "content": content, "format": "AUTO", "overwrite": True},
+                    headers,
+                    purpose=f"upload {plan.local_file} as a workspace file, visible on every node",
+                ),
+            ]
+            call = DistributorCall(call.num_processes, call.local_mode, call.use_gpu, "file", remote, call.args)
+
+        task: dict[str, Any] = {
+            "task_key": "train",
+            "new_cluster": self._cluster(job, settings, plan, identity, notes),
+            "python_wheel_task": {
+                "package_name": "crosstrain",
+                "entry_point": ENTRY_POINT,
+                "parameters": call.parameters(),
+            },
+        }
+        libraries = [] if settings.crosstrain_library == "image" else [settings.crosstrain_library]
+        libraries += settings.libraries
+        if libraries:
+            task["libraries"] = [_library(spec) for spec in libraries]
+        if job.scheduling.max_restarts is not None:
+            task["max_retries"] = job.scheduling.max_restarts
+        body: dict[str, Any] = {
+            "run_name": job.name,
+            "idempotency_token": identity,
+            "timeout_seconds": job.scheduling.timeout or 0,
+            "tasks": [task],
+        }
+        if job.identity:
+            principal = "user_name" if "@" in job.identity else "service_principal_name"
+            body["run_as"] = {principal: job.identity}
+        calls.append(
+            HttpCall(
+                "POST",
+                f"{host}/api/2.2/jobs/runs/submit",
+                body,
+                headers,
+                purpose="submit the one-time run; a known idempotency_token returns the existing run",
+            )
+        )
+        notes.append(
+            f"TorchDistributor(num_processes={call.num_processes}, local_mode={call.local_mode}, "
+            f"use_gpu={call.use_gpu}).run({call.target!r}, *{list(call.args)!r})"
+        )
+        return Request(self.name, identity, job.name, tuple(calls), settings.model_dump(mode="json"), tuple(notes))
+
+    def _cluster(
+        self, job: TrainingJob, settings: DatabricksSettings, plan: _Plan, identity: str, notes: list[str]
+    ) -> dict[str, Any]:
+        pool: PoolView = plan.pool
+        node_type = plan.machine.machine_type
+        env = {} if plan.single_node else {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"}
+        if node_type and node_type.startswith("g5.") and plan.machine.gpu_count > 1:
+            env["NCCL_P2P_DISABLE"] = "1"  # peer access fails between G5 GPUs
+        if job.output_dir:
+            env["CROSSTRAIN_OUTPUT_DIR"] = job.output_dir
+        env.update(pool.env)
+        tags = {**job.labels, "crosstrain_job": identity}
+        cluster: dict[str, Any] = {
+            "spark_version": settings.spark_version,
+            "node_type_id": node_type,
+            "data_security_mode": "SINGLE_USER",  # standard (shared) access mode has no GPUs or containers
+            "spark_env_vars": env,
+        }
+        if plan.single_node:
+            cluster |= {
+                "driver_node_type_id": node_type,
+                "num_workers": 0,
+                "spark_conf": {"spark.databricks.cluster.profile": "singleNode", "spark.master": "local[*, 4]"},
+            }
+            tags["ResourceClass"] = "SingleNode"
+        else:
+            cluster |= {
+                "driver_node_type_id": settings.driver_node_type_id or self._driver(plan),
+                "num_workers": plan.nodes,
+                "spark_conf": {"spark.task.resource.gpu.amount": "1"},
+            }
+        cluster["custom_tags"] = tags
+        if pool.image:
+            cluster["docker_image"] = {"url": pool.image}
+            cluster["spark_version"] = re.sub(r"-(gpu|cpu)-ml", "", settings.spark_version)
+            notes.append(
+                f"Container Services does not run ML runtimes, so the cluster runs {cluster['spark_version']}: "
+                f"{pool.image} must carry torch, CUDA, NCCL and crosstrain's dependencies"
+            )
+        if job.scheduling.spot:
+            availability = {
+                "aws": "SPOT_WITH_FALLBACK",
+                "azure": "SPOT_WITH_FALLBACK_AZURE",
+                "gcp": "PREEMPTIBLE_WITH_FALLBACK_GCP",
+            }[plan.cloud or "aws"]
+            # first_on_demand=1 keeps the driver on demand; losing a worker still fails the barrier stage.
+            cluster[f"{plan.cloud}_attributes"] = {"availability": availability, "first_on_demand": 1}
+        return cluster
+
+    @staticmethod
+    def _driver(plan: _Plan) -> str:
+        kind = plan.machine.gpu or _SMALL_GPU[plan.cloud or "aws"]
+        try:
+            driver = catalog.resolve(plan.platform, machine_type=None, gpu=kind, gpu_count=1).machine_type
+        except catalog.CatalogError:
+            driver = catalog.resolve(
+                plan.platform, machine_type=None, gpu=_SMALL_GPU[plan.cloud or "aws"], gpu_count=1
+            ).machine_type
+        assert driver is not None
+        return driver
+
+    # -- submit, status, cancel, logs (through databricks-sdk) ---------------------------------------------
+    def _client(self, host: str, profile: str | None) -> WorkspaceClient:
+        if self.transport is not None:
+            client: WorkspaceClient = self.transport  # a test's client, pointed at a loopback server
+            return client
+        sdk = require("databricks.sdk", "databricks")
+        client = sdk.WorkspaceClient(host=host, profile=profile, product="crosstrain", product_version=__version__)
+        return client
+
+    def _handle_client(self, handle: JobHandle) -> WorkspaceClient:
+        return self._client(handle.ref["host"], handle.ref.get("profile"))
+
+    def send(self, request: Request) -> JobHandle:
+        settings = request.settings
+        w = self._client(settings["host"], settings.get("profile"))
+        jobs = require("databricks.sdk.service.jobs", "databricks")
+        workspace = require("databricks.sdk.service.workspace", "databricks")
+        for call in request.calls[:-1]:
+            body = call.body
+            if call.url.endswith("/workspace/mkdirs"):
+                _sdk_call(lambda body=body: w.workspace.mkdirs(body["path"]))
+            else:
+                _sdk_call(
+                    lambda body=body: w.workspace.import_(
+                        body["path"],
+                        content=body["content"],
+                        format=workspace.ImportFormat(body["format"]),
+                        overwrite=body["overwrite"],
+                    )
+                )
+        body = request.create.body
+        convert: dict[str, Callable[[Any], Any]] = {
+            "tasks": lambda tasks: [jobs.SubmitTask.from_dict(t) for t in tasks],
+            "run_as": jobs.JobRunAs.from_dict,
+        }
+        kwargs = {key: convert.get(key, lambda v: v)(value) for key, value in body.items()}
+        waiter = _sdk_call(lambda: w.jobs.submit(**kwargs))
+        run_id = int(waiter.run_id)
+        run = _sdk_call(lambda: w.jobs.get_run(run_id))
+        return JobHandle(
+            self.name,
+            request.identity,
+            str(run_id),
+            console_url=run.run_page_url or "",
+            ref={"host": settings["host"], "profile": settings.get("profile"), "run_id": run_id},
+        )
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        run = _sdk_call(lambda: self._handle_client(handle).jobs.get_run(int(handle.ref["run_id"])))
+        state = run.state
+        life = state.life_cycle_state.value if state and state.life_cycle_state else "UNKNOWN"
+        result = state.result_state.value if state and state.result_state else ""
+        message = (state.state_message if state else "") or ""
+        native = f"{life}/{result}" if result else life
+        if life in ("TERMINATED", "SKIPPED"):
+            ended = {SUCCESS: JobState.SUCCEEDED, CANCELED: JobState.CANCELLED}.get(result, JobState.FAILED)
+            return JobStatus(ended, native, message)
+        if life == "TERMINATING" and result == CANCELED:
+            return JobStatus(JobState.CANCELLING, native, message)
+        return JobStatus(STATE_MAP.get(life, JobState.UNKNOWN), native, message)
+
+    def cancel(self, handle: JobHandle) -> None:
+        _sdk_call(lambda: self._handle_client(handle).jobs.cancel_run(int(handle.ref["run_id"])))
+
+    def logs(self, handle: JobHandle) -> Iterator[str]:
+        """The task run's output: stdout's tail, then the error. `get-output` needs the task run's id."""
+        w = self._handle_client(handle)
+        run = _sdk_call(lambda: w.jobs.get_run(int(handle.ref["run_id"])))
+        for task in run.tasks or []:
+            output = _sdk_call(lambda task=task: w.jobs.get_run_output(task.run_id))
+            yield from (output.logs or "").splitlines()
+            if output.logs_truncated:
+                yield "[crosstrain: Databricks kept only the tail of this output]"
+            if output.error:
+                yield f"error: {output.error}"
+            yield from (output.error_trace or "").splitlines()
+
+
+def _sdk_call(fn: Callable[[], T]) -> T:
+    """Call the SDK (which already retried what it could) and turn its errors into crosstrain's."""
+    errors = require("databricks.sdk.errors", "databricks")
+    try:
+        return fn()
+    except (errors.TooManyRequests, errors.TemporarilyUnavailable, errors.DeadlineExceeded, TimeoutError) as exc:
+        raise TransientError(f"databricks: {exc}") from exc
+    except errors.DatabricksError as exc:
+        raise SubmitError(f"databricks: {exc}") from exc
+

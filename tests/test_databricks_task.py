@@ -1,0 +1,102 @@
+"""The Databricks entry point, run for real under pyspark's TorchDistributor on a local SparkSession.
+
+CPU torch with gloo stands in for GPUs and NCCL. The Spark cases share one SparkSession (the JVM takes 5-11 s
+to start) and are the slow part of the suite: a distributed run of the example, a distributed run where one
+rank fails, and a local-mode run where one rank fails (the case TorchDistributor hides completely).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crosstrain.databricks_task import DistributorCall, failures, main
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "databricks" / "train.py"
+
+
+def test_parameters_round_trip() -> None:
+    call = DistributorCall(2, False, True, "file", "/Workspace/x/train.py", ("--lr", "0.1", "--", "-x"))
+    assert DistributorCall.parse(call.parameters()) == call
+    module = DistributorCall(4, True, False, "module", "pkg.train")
+    assert DistributorCall.parse(module.parameters()) == module
+
+
+def test_parse_refuses_nonsense() -> None:
+    with pytest.raises(SystemExit):
+        DistributorCall.parse(["--num-processes=0", "--local-mode=true", "--use-gpu=false", "--file=t.py"])
+    with pytest.raises(SystemExit):
+        DistributorCall.parse(["--num-processes=2", "--local-mode=maybe", "--use-gpu=false", "--file=t.py"])
+
+
+def test_failures_needs_the_token_and_every_marker(tmp_path: Path) -> None:
+    call = DistributorCall(2, True, False, "file", "t.py")
+    ok = {"ok": True, "token": "t"}
+    (tmp_path / "rank-0").write_text("t")
+    assert failures(call, None, "t", None)  # what TorchDistributor returns for a failed file run
+    assert failures(call, {"ok": True, "token": "other"}, "t", None)
+    assert failures(call, ok, "t", str(tmp_path)) == ["rank(s) 1 of 2 did not finish"]
+    (tmp_path / "rank-1").write_text("t")
+    assert failures(call, ok, "t", str(tmp_path)) == []
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    pytest.importorskip("pyspark.ml.torch.distributor")
+    pytest.importorskip("torch")
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java for the local SparkSession")
+    # The torchrun processes import crosstrain.databricks_task from this checkout (the venv points elsewhere).
+    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", "PYSPARK_PYTHON")}
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), saved["PYTHONPATH"]]))
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers, else whatever `python3` is on PATH
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name)
+        else:
+            os.environ[name] = value
+
+
+def test_distributed_run_of_the_example_trains_and_succeeds(spark: Any, tmp_path: Path) -> None:
+    call = DistributorCall(2, False, False, "file", str(EXAMPLE), ("--epochs", "3", "--output-dir", str(tmp_path)))
+    assert main(call.parameters()) == 0
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["world_size"] == 2
+    assert metrics["last_loss"] < metrics["first_loss"] / 10
+
+
+# Rank 0 finishes first and hands back its result; rank 1 fails afterwards. TorchDistributor alone returns
+# rank 0's value in local mode and None for a file in either mode, with no error.
+FAILS_ON_RANK_1 = """
+import os, sys, time
+if os.environ["RANK"] == "1":
+    time.sleep(2)
+    sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("local_mode", [False, True], ids=["distributed", "local"])
+def test_a_rank_that_fails_fails_the_task(spark: Any, tmp_path: Path, local_mode: bool) -> None:
+    script = tmp_path / "fails_on_rank_1.py"
+    script.write_text(textwrap.dedent(FAILS_ON_RANK_1))
+    call = DistributorCall(2, local_mode, False, "file", str(script))
+    assert main(call.parameters()) == 1
