@@ -416,8 +416,9 @@ class DatabricksBackend(Backend):
             "spark_version": settings.spark_version,
             "node_type_id": node_type,
             "data_security_mode": "SINGLE_USER",  # standard (shared) access mode has no GPUs or containers
-            "spark_env_vars": env,
         }
+        if env:
+            cluster["spark_env_vars"] = env
         if plan.single_node:
             cluster |= {
                 "driver_node_type_id": node_type,
