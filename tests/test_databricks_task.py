@@ -95,8 +95,15 @@ if os.environ["RANK"] == "1":
 
 
 @pytest.mark.parametrize("local_mode", [False, True], ids=["distributed", "local"])
-def test_a_rank_that_fails_fails_the_task(spark: Any, tmp_path: Path, local_mode: bool) -> None:
+def test_a_rank_that_fails_fails_the_task(
+    spark: Any, tmp_path: Path, local_mode: bool, capfd: pytest.CaptureFixture[str]
+) -> None:
     script = tmp_path / "fails_on_rank_1.py"
     script.write_text(textwrap.dedent(FAILS_ON_RANK_1))
     call = DistributorCall(2, local_mode, False, "file", str(script))
     assert main(call.parameters()) == 1
+    reason = capfd.readouterr().err
+    if local_mode:  # run() handed back rank 0's success value; only the missing marker tells
+        assert "rank(s) 1 of 2 did not finish" in reason
+    else:  # the failed task aborts the barrier stage
+        assert "crosstrain: training failed: Py4JJavaError" in reason

@@ -37,9 +37,7 @@ def main() -> None:
     loader = DataLoader(data, batch_size=32, sampler=sampler)
 
     torch.manual_seed(0)
-    model = DistributedDataParallel(
-        torch.nn.Linear(1, 1).to(device), device_ids=[device.index] if use_cuda else None
-    )
+    model = DistributedDataParallel(torch.nn.Linear(1, 1).to(device), device_ids=[device.index] if use_cuda else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     losses = []
     for epoch in range(args.epochs):
@@ -57,7 +55,9 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         torch.save(model.module.state_dict(), out / "model.pt")
         world = dist.get_world_size()
-        (out / "metrics.json").write_text(json.dumps({"first_loss": losses[0], "last_loss": losses[-1], "world_size": world}))
+        (out / "metrics.json").write_text(
+            json.dumps({"first_loss": losses[0], "last_loss": losses[-1], "world_size": world})
+        )
     dist.destroy_process_group()
 
 

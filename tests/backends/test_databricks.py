@@ -1,5 +1,5 @@
-"""The databricks backend: render against the SDK's own request classes and golden files, and submit, wait,
-cancel and logs with the real `WorkspaceClient` talking to a loopback workspace (tests/backends/databricks_workspace.py).
+"""The databricks backend: render against the SDK's own request classes and golden files; submit, wait,
+cancel and logs with the real `WorkspaceClient` talking to a loopback workspace (databricks_workspace.py).
 
 Regenerate the golden files with `CROSSTRAIN_UPDATE_GOLDEN=1 pytest tests/backends/test_databricks.py`.
 """

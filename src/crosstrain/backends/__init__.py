@@ -41,7 +41,12 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
             "crosstrain.backends.fake:FakeBackend",
             "a cloud in a local directory, for tests, demos and CI dry runs",
         ),
-        BackendEntry("databricks", "crosstrain.backends.databricks:DatabricksBackend", "Databricks one-time runs that call TorchDistributor on a GPU cluster", "databricks"),
+        BackendEntry(
+            "databricks",
+            "crosstrain.backends.databricks:DatabricksBackend",
+            "Databricks one-time runs that call TorchDistributor on a GPU cluster",
+            "databricks",
+        ),
     )
 }
 

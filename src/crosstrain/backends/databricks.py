@@ -28,6 +28,7 @@ import hashlib
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlparse
@@ -220,6 +221,7 @@ class _Plan:
         if not command:
             self.problems.append(Problem("command", "the job has no command", fix))
             return
+        kind: Literal["file", "module"]
         rest = command[1:] if _PYTHON.fullmatch(os.path.basename(command[0])) else command
         if rest[:1] == ["-m"] and len(rest) > 1:
             kind, target, args = "module", rest[1], rest[2:]
@@ -239,9 +241,7 @@ class _Plan:
             num = self.machine.gpu_count * (1 if self.single_node else self.nodes)
             # Single node: GPU scheduling is off on single-node clusters and local GPU mode needs it, so the
             # processes keep every GPU visible and pick cuda:LOCAL_RANK themselves.
-            self.call = DistributorCall(
-                num, self.single_node, not self.single_node, kind, target, tuple(args)  # type: ignore[arg-type]
-            )
+            self.call = DistributorCall(num, self.single_node, not self.single_node, kind, target, tuple(args))
 
     def _file(self, target: str, job: TrainingJob) -> str:
         if target.startswith("dbfs:/"):
@@ -333,11 +333,13 @@ class DatabricksBackend(Backend):
         suffix = hashlib.sha256(f"{digest(job, self.name, settings)}:{content}".encode()).hexdigest()[:10]
         return default_identity(job.model_copy(update={"run_id": suffix}), self.name, settings, max_len=64)
 
-    def _render(self, job: TrainingJob, settings: DatabricksSettings) -> Request:  # type: ignore[override]
+    def _render(self, job: TrainingJob, settings: DatabricksSettings) -> Request:
         plan = _Plan(job, settings)
-        assert plan.call is not None and plan.cloud is not None  # refusals ran first
+        assert plan.call is not None, "render runs only after refusals found nothing"
         identity = self.identity(job, settings)
-        host, calls, call, notes = settings.host, [], plan.call, []
+        host, call = settings.host, plan.call
+        calls: list[HttpCall] = []
+        notes: list[str] = []
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         if plan.local_file is not None:
             folder = f"{settings.workspace_dir}/{identity}"
@@ -482,10 +484,11 @@ class DatabricksBackend(Backend):
         for call in request.calls[:-1]:
             body = call.body
             if call.url.endswith("/workspace/mkdirs"):
-                _sdk_call(lambda body=body: w.workspace.mkdirs(body["path"]))
+                _sdk_call(partial(w.workspace.mkdirs, body["path"]))
             else:
                 _sdk_call(
-                    lambda body=body: w.workspace.import_(
+                    partial(
+                        w.workspace.import_,
                         body["path"],
                         content=body["content"],
                         format=workspace.ImportFormat(body["format"]),
@@ -530,8 +533,8 @@ class DatabricksBackend(Backend):
         """The task run's output: stdout's tail, then the error. `get-output` needs the task run's id."""
         w = self._handle_client(handle)
         run = _sdk_call(lambda: w.jobs.get_run(int(handle.ref["run_id"])))
-        for task in run.tasks or []:
-            output = _sdk_call(lambda task=task: w.jobs.get_run_output(task.run_id))
+        for task_run_id in [task.run_id for task in run.tasks or [] if task.run_id is not None]:
+            output = _sdk_call(partial(w.jobs.get_run_output, task_run_id))
             yield from (output.logs or "").splitlines()
             if output.logs_truncated:
                 yield "[crosstrain: Databricks kept only the tail of this output]"
@@ -549,4 +552,3 @@ def _sdk_call(fn: Callable[[], T]) -> T:
         raise TransientError(f"databricks: {exc}") from exc
     except errors.DatabricksError as exc:
         raise SubmitError(f"databricks: {exc}") from exc
-
