@@ -41,6 +41,12 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
             "crosstrain.backends.fake:FakeBackend",
             "a cloud in a local directory, for tests, demos and CI dry runs",
         ),
+        BackendEntry(
+            "aiplatform",
+            "crosstrain.backends.aiplatform:AIPlatformBackend",
+            "legacy AI Platform Training (shut down 2025-01-31)",
+            "aiplatform",
+        ),
     )
 }
 
