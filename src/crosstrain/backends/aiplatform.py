@@ -135,16 +135,8 @@ class AIPlatformBackend(Backend):
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
         assert isinstance(settings, AIPlatformSettings)
+        # A reduction server is refused by the generic capability check, which points to --target vertex.
         problems = label_problems(job)
-        if job.reduction_server:
-            problems = [
-                Problem(
-                    "reduction_server",
-                    "AI Platform Training has no reduction server pool (a Vertex AI feature)",
-                    "remove `reduction_server`, or use --target vertex",
-                ),
-                *problems,
-            ]
         for pool in job.pools():
             machine = _resolve(pool, problems)
             gpus = machine.gpu_count if machine else 0
