@@ -199,6 +199,12 @@ def test_refusals_name_the_field_and_point_to_vertex() -> None:
     assert "NVIDIA_TESLA_A100" in paths["primary.machine.accelerator.type"].message
 
 
+def test_an_inherited_field_is_refused_once_at_its_source() -> None:
+    with pytest.raises(Unsupported) as refused:
+        render({"primary": {"machine": "V100:2", "boot_disk": {"type": "hyperdisk-balanced"}}, "command": None})
+    assert sorted(p.path for p in refused.value.problems) == ["command", "env", "primary.boot_disk.type"]
+
+
 def test_the_multi_node_a100_example_is_refused_for_its_reduction_server() -> None:
     with pytest.raises(Unsupported) as refused:
         backend().render(load_job(ROOT / "examples" / "multi-node-a100.yaml"), SETTINGS)

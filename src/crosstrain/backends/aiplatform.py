@@ -154,7 +154,7 @@ class AIPlatformBackend(Backend):
             if pool.boot_disk and pool.boot_disk.type and pool.boot_disk.type not in _BOOT_DISK_TYPES:
                 problems.append(
                     Problem(
-                        f"{pool.role}.boot_disk.type",
+                        f"{pool.role if getattr(job, pool.role).boot_disk else 'primary'}.boot_disk.type",
                         f"AI Platform Training has no boot disk type {pool.boot_disk.type!r}",
                         f"use one of {', '.join(_BOOT_DISK_TYPES)}, or --target vertex",
                     )
@@ -201,7 +201,7 @@ class AIPlatformBackend(Backend):
         for pool in job.pools():
             type_key, count_key, config_key = _POOL_FIELDS[pool.role]
             machine = _resolve(pool, [])
-            training_input[type_key] = machine.machine_type if machine else DEFAULT_MACHINE_TYPE
+            training_input[type_key] = (machine.machine_type if machine else None) or DEFAULT_MACHINE_TYPE
             if count_key:
                 training_input[count_key] = str(pool.replicas)
             training_input[config_key] = _replica_config(job, pool, machine)
@@ -375,7 +375,7 @@ def _launch_problems(job: TrainingJob, pool: PoolView, gpus: int) -> list[Proble
     if not pool.command:
         return [
             Problem(
-                f"{pool.role}.command" if pool.role != "primary" else "command",
+                "command",
                 f"{processes} processes per node need crosstrain's launcher around a command, and there is none",
                 "set `command` (the image needs crosstrain installed), or launch.processes_per_node: 1",
             )
