@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from crosstrain import catalog
 from crosstrain.backends.base import (
@@ -71,7 +72,9 @@ _PRIORITY = {"low": 1, "medium": 2, "high": 3}
 _JOB_TIERS = {"spot": "Spot", "basic": "Basic", "standard": "Standard", "premium": "Premium"}
 _SHM_SIZE = r"^\d+[bkmg]$"
 _NAMED_ENVIRONMENT = re.compile(r"azureml:(?P<name>[A-Za-z0-9_.-]+):(?P<version>[A-Za-z0-9_.-]+)")
-_ARM_ENVIRONMENT = re.compile(r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.MachineLearningServices/.+")
+_ARM_ENVIRONMENT = re.compile(
+    r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.MachineLearningServices/.+"
+)
 _GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -114,26 +117,26 @@ def _parse_v1_call(value: Any) -> Any:
     """`"PyTorchConfiguration(process_count=8, node_count=2)"`, as written in SDK v1 code, -> a mapping."""
     if not isinstance(value, str):
         return value
+    fix = (
+        "write the SDK v1 call with keyword arguments, e.g. PyTorchConfiguration(process_count=8, node_count=2) "
+        "or MpiConfiguration(process_count_per_node=4, node_count=2)"
+    )
     match = _V1_CALL.fullmatch(value)
     if not match:
-        raise ValueError(
-            "write the SDK v1 call, e.g. PyTorchConfiguration(process_count=8, node_count=2) or "
-            "MpiConfiguration(process_count_per_node=4, node_count=2)"
-        )
+        raise PydanticCustomError("crosstrain", "{value} is not an SDK v1 distribution", {"value": value, "fix": fix})
     out: dict[str, Any] = {"type": match["kind"]}
     for part in filter(None, (p.strip() for p in match["args"].split(","))):
         key, sep, raw = part.partition("=")
         if not sep:
-            raise ValueError(f"{part!r}: use keyword arguments, as in the v1 SDK")
+            raise PydanticCustomError("crosstrain", "{part} is a positional argument", {"part": part, "fix": fix})
         raw = raw.strip().strip("'\"")
         out[key.strip()] = int(raw) if raw.isdigit() else raw
     return out
 
 
 V1Distribution = Annotated[
-    PyTorchConfiguration | MpiConfiguration | TensorflowConfiguration,
-    BeforeValidator(_parse_v1_call, json_schema_input_type=str | dict[str, Any]),
-    Field(discriminator="type"),
+    Annotated[PyTorchConfiguration | MpiConfiguration | TensorflowConfiguration, Field(discriminator="type")],
+    BeforeValidator(_parse_v1_call, json_schema_input_type=str),
 ]
 
 
@@ -203,7 +206,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
             )
         except catalog.CatalogError as exc:
             problems.append(exc.problem)
-    nodes, framework = job.nodes, job.launch.framework
+    nodes, framework = job.nodes, str(job.launch.framework)
     per_node = job.processes_per_node(machine.gpu_count)
     config = settings.distributed_job_config
     if config is not None:
@@ -233,11 +236,11 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
                     "use launch.mode auto",
                 )
             )
-        if per_node != 1:
+        if job.launch.processes_per_node not in (None, 1):
             problems.append(
                 Problem(
                     "launch.processes_per_node",
-                    f"Azure ML's TensorFlow distribution runs one worker per node, not {per_node}",
+                    f"Azure ML's TensorFlow distribution runs one worker per node, not {job.launch.processes_per_node}",
                     "remove launch.processes_per_node; use tf.distribute to drive every GPU of a node",
                 )
             )
@@ -359,9 +362,7 @@ def _unexpressible(job: TrainingJob) -> list[Problem]:
     """Spec features a command job has no field for: refused, never dropped."""
     problems = []
     if job.scheduling.max_wait is not None:
-        problems.append(
-            Problem("scheduling.max_wait", "Azure ML command jobs have no queueing deadline", "remove it")
-        )
+        problems.append(Problem("scheduling.max_wait", "Azure ML command jobs have no queueing deadline", "remove it"))
     if job.scheduling.max_restarts is not None:
         problems.append(
             Problem(
@@ -478,7 +479,8 @@ class AzureMLBackend(Backend):
         self.credential = credential  # None: DefaultAzureCredential at first use
 
     # -- render (pure) -------------------------------------------------------------------------------------
-    def platform_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
+    def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
+        assert isinstance(settings, AzureMLSettings)
         return _plan(job, settings)[1]
 
     def _render(self, job: TrainingJob, settings: AzureMLSettings) -> Request:
@@ -595,7 +597,7 @@ class AzureMLBackend(Backend):
         settings = request.settings
         ml = self._client(settings)
         pipeline = ml.jobs.service_client_01_2025_preview  # the MLClient's authenticated ARM pipeline
-        code, answer = 0, {}
+        code, answer = 0, dict[str, Any]()
         for call in request.calls:
             code, answer = self.retry.create(
                 functools.partial(_send, pipeline, call), dedupes=True, adopt=functools.partial(_adopt, pipeline, call)
@@ -772,7 +774,9 @@ def cli_yaml(request: Request) -> dict[str, Any]:
         "shmSize": "shm_size",
         "dockerArgs": "docker_args",
     }
-    out["resources"] = {snake: props["resources"][camel] for camel, snake in wire_names.items() if camel in props["resources"]}
+    out["resources"] = {
+        snake: props["resources"][camel] for camel, snake in wire_names.items() if camel in props["resources"]
+    }
     if "limits" in props:
         out["limits"] = {"timeout": seconds_of(props["limits"]["timeout"])}
     if "queueSettings" in props:
