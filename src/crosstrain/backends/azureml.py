@@ -136,7 +136,9 @@ def _parse_v1_call(value: Any) -> Any:
 
 V1Distribution = Annotated[
     Annotated[PyTorchConfiguration | MpiConfiguration | TensorflowConfiguration, Field(discriminator="type")],
-    BeforeValidator(_parse_v1_call, json_schema_input_type=str),
+    BeforeValidator(
+        _parse_v1_call, json_schema_input_type=str | PyTorchConfiguration | MpiConfiguration | TensorflowConfiguration
+    ),
 ]
 
 
