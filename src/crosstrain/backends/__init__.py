@@ -47,6 +47,7 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
             "legacy AI Platform Training (shut down 2025-01-31)",
             "aiplatform",
         ),
+        BackendEntry("azureml", "crosstrain.backends.azureml:AzureMLBackend", "Azure ML command jobs", "azureml"),
     )
 }
 
