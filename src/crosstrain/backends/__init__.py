@@ -41,6 +41,7 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
             "crosstrain.backends.fake:FakeBackend",
             "a cloud in a local directory, for tests, demos and CI dry runs",
         ),
+        BackendEntry("vertex", "crosstrain.backends.vertex:VertexBackend", "Vertex AI custom training", "vertex"),
     )
 }
 
