@@ -316,9 +316,8 @@ class VertexBackend(Backend):
             if not identity_label:
                 return None
             with _translated_errors():
-                pager = client.list_custom_jobs(
-                    parent=parent, filter=_label_filter(identity_label), retry=None
-                )
+                query = {"parent": parent, "filter": _label_filter(identity_label)}
+                pager = client.list_custom_jobs(request=query, retry=None)
                 found = [job for job in pager if job.labels.get(IDENTITY_LABEL) == identity_label]
             return min(found, key=lambda job: job.create_time) if found else None
 
@@ -326,18 +325,11 @@ class VertexBackend(Backend):
             with _translated_errors():
                 return client.create_custom_job(parent=parent, custom_job=custom_job, retry=None)
 
-        adopted = False
-
-        def adopt() -> Any:
-            nonlocal adopted
-            found = find()
-            adopted = found is not None
-            return found
-
-        created = self.retry.poll(adopt)
-        if created is None:
-            created = self.retry.create(send_create, dedupes=False, adopt=adopt)
-        return _handle(request.identity, created.name, url.netloc, adopted=adopted)
+        # A job that carries the identity already is an earlier submit of the same spec: adopt it. After a
+        # create whose answer was lost, the same lookup finds this submit's own job.
+        existing = self.retry.poll(find)
+        created = existing if existing is not None else self.retry.create(send_create, dedupes=False, adopt=find)
+        return _handle(request.identity, created.name, url.netloc, adopted=existing is not None)
 
     def status(self, handle: JobHandle) -> JobStatus:
         client = self._client(handle.ref["endpoint"])
