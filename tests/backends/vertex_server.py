@@ -7,7 +7,8 @@ Faults are scripted per operation (`faults={"create": ["refuse"], "get": ["error
 * "refuse": 503 before anything is stored;
 * "rate-limit": 429 with `Retry-After: 2`, nothing stored;
 * "drop": the job is stored, then the connection closes without an answer;
-* "error": 500, nothing changes.
+* "error": 500, nothing changes;
+* "invalid": 400, a permanent refusal.
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(429, "RESOURCE_EXHAUSTED")
         elif fault == "error":
             self._error(500, "INTERNAL")
+        elif fault == "invalid":
+            self._error(400, "INVALID_ARGUMENT")
         return fault
 
     def _record(self) -> tuple[str, dict[str, list[str]], Any]:
@@ -103,7 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
         with service.lock:
             if match := _COLLECTION.match(path):
                 fault = self._faulted("create")
-                if fault in ("refuse", "rate-limit", "error"):
+                if fault in ("refuse", "rate-limit", "error", "invalid"):
                     return
                 job = service.create(match.group(1), body)
                 if fault == "drop":

@@ -173,7 +173,7 @@ class VertexBackend(Backend):
     )
 
     # -- render (pure) -------------------------------------------------------------------------------------
-    def platform_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
+    def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
         problems = label_problems(job)
         machines: dict[str, _Machine] = {}
         for pool in job.pools():
@@ -352,7 +352,8 @@ class VertexBackend(Backend):
         project = handle.ref["name"].split("/")[1]
         query = f'resource.type="ml_job"\nresource.labels.job_id="{handle.job_id}"'
         yield f"Cloud Logging filter: {query.replace(chr(10), ' AND ')}"
-        yield f"Logs Explorer: https://console.cloud.google.com/logs/query;query={quote(query, safe='')}?project={project}"
+        explorer = f"https://console.cloud.google.com/logs/query;query={quote(query, safe='')}?project={project}"
+        yield f"Logs Explorer: {explorer}"
         yield f"Console: {handle.console_url}"
 
 
@@ -646,7 +647,10 @@ def _pool_flags(spec: Mapping[str, Any]) -> list[str] | None:
         machine = pool["machineSpec"]
         parts = [f"machine-type={machine['machineType']}", f"replica-count={pool['replicaCount']}"]
         if "acceleratorType" in machine:
-            parts += [f"accelerator-type={machine['acceleratorType']}", f"accelerator-count={machine['acceleratorCount']}"]
+            parts += [
+                f"accelerator-type={machine['acceleratorType']}",
+                f"accelerator-count={machine['acceleratorCount']}",
+            ]
         parts.append(f"container-image-uri={pool['containerSpec']['imageUri']}")
         flags.append("--worker-pool-spec=" + ",".join(parts))
     command, args = containers[0].get("command"), containers[0].get("args")
