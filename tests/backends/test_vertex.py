@@ -293,6 +293,12 @@ def test_a_missing_project_says_where_to_set_it() -> None:
     assert "GOOGLE_CLOUD_PROJECT" in problem.fix
 
 
+def test_a_region_that_is_not_one_is_refused_before_it_becomes_a_host_name() -> None:
+    with pytest.raises(SpecError) as error:
+        render(region="evil.example/us")
+    assert [p.path for p in error.value.problems] == ["targets.vertex.region"]
+
+
 @pytest.mark.parametrize(
     ("scheduling", "nodes", "expected"),
     [
@@ -432,6 +438,27 @@ def test_unknown_format_is_refused() -> None:
 
 
 # -- imports -------------------------------------------------------------------------------------------------
+def test_submit_without_the_sdk_says_which_extra_installs_it() -> None:
+    code = (
+        "import importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('google.cloud.aiplatform'):\n"
+        "            raise ImportError(name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from crosstrain.backends import create_backend\n"
+        "from crosstrain.loader import job_from_dict\n"
+        f"job = job_from_dict({BASE_JOB!r})\n"
+        "try:\n"
+        "    create_backend('vertex', environ={}).submit(job, {'project': 'p'})\n"
+        "except Exception as error:\n"
+        "    print(type(error).__name__, error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("MissingDependency")
+    assert "pip install 'crosstrain[vertex]'" in done.stdout
+
+
 def test_importing_the_module_imports_no_google_package() -> None:
     code = (
         "import sys; before = set(sys.modules); import crosstrain.backends.vertex; "

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlparse
 
+from pydantic import field_validator
+
 from crosstrain import catalog
 from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels
 from crosstrain.backends.base import (
@@ -142,6 +144,14 @@ class VertexSettings(TargetSettings):
     base_output_dir: str | None = setting(
         None, description="gs:// prefix for AIP_MODEL_DIR and friends; overrides the job's `output_dir`."
     )
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        # The region becomes part of the endpoint's host name, so a typo must not become a request elsewhere.
+        if not re.fullmatch(r"[a-z]+(-[a-z0-9]+)+", value):
+            raise ValueError(f"{value!r} is not a Google Cloud region, e.g. us-central1 or europe-west4")
+        return value
 
 
 @dataclass(frozen=True)
@@ -628,7 +638,7 @@ def gcloud_command(request: Request) -> str:
 
 def _shell(parts: list[str]) -> str:
     """One command per line group; the first part is the literal command, the rest are quoted arguments."""
-    return " \\\n  ".join([parts[0], *(shlex.quote(part) for part in parts[1:])]) + "\n"
+    return " \\\n  ".join([parts[0], *(shlex.quote(part) for part in parts[1:])])
 
 
 def _pool_flags(spec: Mapping[str, Any]) -> list[str] | None:
