@@ -48,6 +48,7 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
             "aiplatform",
         ),
         BackendEntry("azureml", "crosstrain.backends.azureml:AzureMLBackend", "Azure ML command jobs", "azureml"),
+        BackendEntry("vertex", "crosstrain.backends.vertex:VertexBackend", "Vertex AI custom training", "vertex"),
     )
 }
 
