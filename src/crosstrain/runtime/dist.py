@@ -66,6 +66,32 @@ def _bind_device(env: ClusterEnv) -> int | None:
     return device
 
 
+def _wait_until_resolvable(env: ClusterEnv, timeout: timedelta) -> None:
+    """Cloud DNS names the primary only once its VM is up, and torch's store gives up on a name that never
+    resolves without saying so. Wait (with backoff, up to `timeout`) and fail with the variable's name."""
+    from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+    retrying = Retrying(
+        retry=retry_if_exception_type(socket.gaierror),
+        stop=stop_after_delay(timeout.total_seconds()),
+        wait=wait_exponential(multiplier=0.5, max=10),
+        before_sleep=lambda state: log.warning(
+            "crosstrain.runtime: the primary host %r does not resolve yet; retrying", env.master_addr
+        ),
+    )
+    try:
+        for attempt in retrying:
+            with attempt:
+                socket.getaddrinfo(env.master_addr, env.master_port, type=socket.SOCK_STREAM)
+    except RetryError:
+        raise ClusterEnvError(
+            env.platform,
+            "MASTER_ADDR",
+            f"{env.master_addr!r} did not resolve within {timeout}",
+            "check the primary's host name, or raise init(timeout=...) if replicas start far apart",
+        ) from None
+
+
 def init(
     backend: str | None = None,
     timeout: timedelta = DEFAULT_TIMEOUT,
@@ -76,15 +102,14 @@ def init(
     """Join the job's process group and return where this process stands in it.
 
     Detects the platform, exports what `init_method="env://"` reads (overwriting node-level `RANK` and
-    `WORLD_SIZE`), picks nccl with CUDA and gloo without, binds the GPU to the local rank, and retries
-    `init_process_group` on network errors (a primary host that does not resolve yet, a replica that starts
-    minutes late) until `timeout` has passed. Use as `with init() as env:` to destroy the group on the way out.
+    `WORLD_SIZE`), picks nccl with CUDA and gloo without, binds the GPU to the local rank, waits for the
+    primary's host name to resolve, and retries `init_process_group` on network errors until `timeout` has
+    passed (replicas may start minutes apart: torch waits for them within the same `timeout`). Use as `with init() as env:` to destroy the group on the way out.
     """
     global _current
     import torch
     import torch.distributed as dist
-    from tenacity import retry_if_exception_type, stop_after_delay, wait_exponential
-    from tenacity import Retrying
+    from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
     env = detect(environ)
     values = env.torch_variables()
@@ -100,6 +125,8 @@ def init(
         _apply_nccl_advice(env, disable_p2p=disable_nccl_p2p)
     device = _bind_device(env) if backend == "nccl" else None
     log.info("crosstrain.runtime: %s, backend %s, device %s", env.describe(), backend, device)
+    _wait_until_resolvable(env, timeout)
+    # torch waits for the other ranks itself (up to `timeout`); this retries failures that come sooner.
     retrying = Retrying(
         retry=retry_if_exception_type((dist.DistNetworkError, ConnectionError, socket.gaierror)),
         stop=stop_after_delay(timeout.total_seconds()),
