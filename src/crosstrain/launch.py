@@ -57,7 +57,8 @@ def plan(env: ClusterEnv, nproc_per_node: str, command: Sequence[str]) -> list[s
     count = max(visible_gpus(), 1) if nproc_per_node == "auto" else int(nproc_per_node)
     if env.process_level and count == 1:
         return list(command)  # one process per machine and one to start: it is already the only rank
-    assert env.nnodes is not None and env.node_rank is not None  # node-level platforms always name both
+    if env.nnodes is None or env.node_rank is None:  # node-level platforms always name both
+        raise ClusterEnvError(env.platform, "NODE_RANK", "the node count or node rank is unknown")
     return [
         sys.executable,
         "-m",

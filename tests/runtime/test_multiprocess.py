@@ -16,14 +16,28 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import ROOT
 
 WORKER = [sys.executable, str(ROOT / "tests" / "runtime" / "worker.py")]
 LATE_START_S = 20
-_DISTRIBUTED = ("RANK", "WORLD_SIZE", "LOCAL_", "NODE_RANK", "GROUP_", "MASTER_", "OMPI_", "PMI_", "MPI_LOCAL",
-                "MV2_", "AZ", "CLUSTER_SPEC", "TF_CONFIG", "CLOUD_ML", "TORCHELASTIC", "CROSSTRAIN_PLATFORM")
+_DISTRIBUTED = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_",
+    "NODE_RANK",
+    "GROUP_",
+    "MASTER_",
+    "OMPI_",
+    "PMI_",
+    "MPI_LOCAL",
+    "MV2_",
+    "AZ",
+    "CLUSTER_SPEC",
+    "TF_CONFIG",
+    "CLOUD_ML",
+    "TORCHELASTIC",
+    "CROSSTRAIN_PLATFORM",
+)
 
 
 def free_port() -> int:
@@ -55,8 +69,14 @@ def vertex_nodes(port: int, *, late: bool) -> list[Node]:
             launcher(2),
             # multi-replica Vertex jobs also set node-level RANK/WORLD_SIZE and MASTER_*: the launcher must not
             # take RANK for a process rank
-            {"CLUSTER_SPEC": json.dumps({"cluster": pools, "task": task}), "CLOUD_ML_JOB_ID": "1",
-             "RANK": str(i), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
+            {
+                "CLUSTER_SPEC": json.dumps({"cluster": pools, "task": task}),
+                "CLOUD_ML_JOB_ID": "1",
+                "RANK": str(i),
+                "WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+            },
             LATE_START_S if late and i == 1 else 0.0,
         )
         for i, task in enumerate(tasks)
@@ -68,8 +88,14 @@ def aiplatform_nodes(port: int) -> list[Node]:
     return [
         Node(
             launcher(2),
-            {"CLOUD_ML_JOB_ID": "j", "RANK": str(i), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-             "MASTER_PORT": str(port), "TF_CONFIG": json.dumps({**tf_config, "task": {"type": kind, "index": 0}})},
+            {
+                "CLOUD_ML_JOB_ID": "j",
+                "RANK": str(i),
+                "WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "TF_CONFIG": json.dumps({**tf_config, "task": {"type": kind, "index": 0}}),
+            },
         )
         for i, kind in enumerate(["master", "worker"])
     ]
@@ -78,25 +104,49 @@ def aiplatform_nodes(port: int) -> list[Node]:
 def azure_pytorch_ranks(port: int) -> list[Node]:
     """Only the variables Azure ML documents (the seed's list), one process per rank."""
     return [
-        Node(WORKER, {"AZUREML_RUN_ID": "r", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "4",
-                      "NODE_RANK": str(rank // 2), "RANK": str(rank), "LOCAL_RANK": str(rank % 2)})
+        Node(
+            WORKER,
+            {
+                "AZUREML_RUN_ID": "r",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "WORLD_SIZE": "4",
+                "NODE_RANK": str(rank // 2),
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank % 2),
+            },
+        )
         for rank in range(4)
     ]
 
 
 def azure_mpi_ranks(port: int) -> list[Node]:
     return [
-        Node(WORKER, {"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": "4",
-                      "OMPI_COMM_WORLD_LOCAL_RANK": str(rank % 2), "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
-                      "OMPI_COMM_WORLD_NODE_RANK": "0", "AZ_BATCH_MASTER_NODE": f"127.0.0.1:{port}"})
+        Node(
+            WORKER,
+            {
+                "OMPI_COMM_WORLD_RANK": str(rank),
+                "OMPI_COMM_WORLD_SIZE": "4",
+                "OMPI_COMM_WORLD_LOCAL_RANK": str(rank % 2),
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+                "OMPI_COMM_WORLD_NODE_RANK": "0",
+                "AZ_BATCH_MASTER_NODE": f"127.0.0.1:{port}",
+            },
+        )
         for rank in range(4)
     ]
 
 
 def base_environment(results: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(_DISTRIBUTED)}
-    return {**env, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "RESULT_DIR": str(results),
-            "INIT_TIMEOUT": "240", **extra}
+    return {
+        **env,
+        "PYTHONPATH": str(ROOT / "src"),
+        "OMP_NUM_THREADS": "1",
+        "RESULT_DIR": str(results),
+        "INIT_TIMEOUT": "240",
+        **extra,
+    }
 
 
 def run_jobs(jobs: dict[str, list[Node]], tmp_path: Path, timeout_s: float, **extra: str) -> dict[str, Path]:
@@ -114,8 +164,9 @@ def run_jobs(jobs: dict[str, list[Node]], tmp_path: Path, timeout_s: float, **ex
         for delay, name, index, node in sorted(pending, key=lambda item: item[0]):
             time.sleep(max(0.0, started + delay - time.monotonic()))
             log = (dirs[name] / f"node-{index}.log").open("wb")
-            node.process = subprocess.Popen(node.argv, env=node.env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True, cwd=ROOT)
+            node.process = subprocess.Popen(
+                node.argv, env=node.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=ROOT
+            )
         for _, _, _, node in pending:
             assert node.process is not None
             node.process.wait(timeout=max(1.0, started + timeout_s - time.monotonic()))
@@ -169,7 +220,8 @@ def test_every_platform_trains_2_nodes_x_2_processes_and_a_late_replica_joins(tm
             assert r["platform"] == inner_platform.get(name, name)
             assert r["world_size"] == 4
             assert r["sum"] == 0 + 1 + 2 + 3  # all_reduce of the ranks
-            assert r["params_identical"] and r["params_changed"]  # DDP kept every replica in step
+            assert r["params_identical"]
+            assert r["params_changed"]
             assert (r["node_rank"], r["local_rank"]) == (r["rank"] // 2, r["rank"] % 2)  # type: ignore[operator]
             assert r["primary"] == (r["rank"] == 0)
         assert_no_strays(dirs[name])

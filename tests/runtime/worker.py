@@ -27,7 +27,8 @@ STEPS = 3
 def main() -> int:
     torch.set_num_threads(1)
     with runtime.init(timeout=timedelta(seconds=float(os.environ.get("INIT_TIMEOUT", "120")))) as env:
-        assert env.rank is not None and env.world_size is not None
+        assert env.rank is not None
+        assert env.world_size is not None
         total = torch.tensor([float(env.rank)])
         dist.all_reduce(total)
 
@@ -37,7 +38,7 @@ def main() -> int:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))  # differs per rank too
         loader = torch.utils.data.DataLoader(data, batch_size=8, sampler=runtime.sampler(data))
-        for step, (x, y) in zip(range(STEPS), loader):
+        for step, (x, y) in zip(range(STEPS), loader, strict=False):
             optimizer.zero_grad()
             torch.nn.functional.mse_loss(model(x), y).backward()
             optimizer.step()

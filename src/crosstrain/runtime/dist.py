@@ -104,7 +104,8 @@ def init(
     Detects the platform, exports what `init_method="env://"` reads (overwriting node-level `RANK` and
     `WORLD_SIZE`), picks nccl with CUDA and gloo without, binds the GPU to the local rank, waits for the
     primary's host name to resolve, and retries `init_process_group` on network errors until `timeout` has
-    passed (replicas may start minutes apart: torch waits for them within the same `timeout`). Use as `with init() as env:` to destroy the group on the way out.
+    passed (replicas may start minutes apart: torch waits for them within the same `timeout`).
+    Use as `with init() as env:` to destroy the group on the way out, on error too.
     """
     global _current
     import torch
@@ -194,7 +195,9 @@ def wrap(model: torch.nn.Module, **ddp_options: Any) -> torch.nn.Module:
     return DistributedDataParallel(model, **ddp_options)
 
 
-def sampler(dataset: Dataset[Any], *, shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> DistributedSampler[Any]:
+def sampler(
+    dataset: Dataset[Any], *, shuffle: bool = True, seed: int = 0, drop_last: bool = False
+) -> DistributedSampler[Any]:
     """A `DistributedSampler` over `dataset` for this rank (the whole dataset outside a process group).
     Call `.set_epoch(epoch)` on it every epoch so that shuffling differs between epochs."""
     import torch.distributed as dist

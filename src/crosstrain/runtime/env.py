@@ -156,7 +156,9 @@ class _Reader:
         if not raw:
             if default is not None:
                 return default
-            raise self.error(name, "is not set", f"this platform sets {name}; set it, or {OVERRIDE_VARIABLE} to another")
+            raise self.error(
+                name, "is not set", f"this platform sets {name}; set it, or {OVERRIDE_VARIABLE} to another"
+            )
         try:
             value = int(raw)
         except ValueError:
@@ -268,8 +270,9 @@ class AzureMLPyTorch(Platform):
             r.check_rank("NODE_RANK", node_rank, "the node count", nnodes)
             if rank != node_rank * per_node + local_rank:
                 raise r.error(
-                    "RANK", f"is {rank}, but NODE_RANK {node_rank} x {per_node} per node + LOCAL_RANK {local_rank} "
-                    f"is {node_rank * per_node + local_rank}"
+                    "RANK",
+                    f"is {rank}, but NODE_RANK {node_rank} x {per_node} per node + LOCAL_RANK {local_rank} "
+                    f"is {node_rank * per_node + local_rank}",
                 )
         return ClusterEnv(
             cls.name,
@@ -310,7 +313,9 @@ class _MPIFamily:
 
 # Only one family is read: mixing (say) PMI_RANK with OMPI_COMM_WORLD_LOCAL_SIZE gives nonsense.
 _MPI_FAMILIES = (
-    _MPIFamily("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    _MPIFamily(
+        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"
+    ),
     _MPIFamily("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
     _MPIFamily("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"),
 )
@@ -448,10 +453,7 @@ class AIPlatformTraining(Platform):
             nnodes, node_rank = cls._from_tf_config(r)
         else:
             nnodes, node_rank = 1, 0
-        if nnodes > 1:
-            addr = r.text("MASTER_ADDR")
-        else:
-            addr = r.text("MASTER_ADDR", LOCALHOST)
+        addr = r.text("MASTER_ADDR", None if nnodes > 1 else LOCALHOST)
         return ClusterEnv(
             cls.name, nnodes, node_rank, None, addr, r.port("MASTER_PORT", DEFAULT_MASTER_PORT), variables=environ
         )
