@@ -5,6 +5,7 @@ torch and tenacity are imported inside the functions, so `import crosstrain.runt
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -116,7 +117,7 @@ def init(
     values = env.torch_variables()
     if env.platform == SingleProcess.name and "MASTER_PORT" not in (os.environ if environ is None else environ):
         values["MASTER_PORT"] = str(_free_port())
-        env = ClusterEnv(**{**env.__dict__, "master_port": int(values["MASTER_PORT"])})
+        env = dataclasses.replace(env, master_port=int(values["MASTER_PORT"]))
     os.environ.update(values)
     if dist.is_initialized():
         _current = env
