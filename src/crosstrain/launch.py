@@ -1,4 +1,4 @@
-"""Per-node launcher: `python -m crosstrain.launch [--nproc-per-node auto|N] -- CMD ...`.
+"""Per-node launcher: `python -m crosstrain.launch [--nproc-per-node auto|N] [--nnodes N] -- CMD ...`.
 
 Where the platform starts one process per node (Vertex AI, AI Platform Training, Azure ML with one process per
 node, a bare container), this computes the node count, node rank and primary address from the detected
@@ -11,6 +11,7 @@ and its exit code is the job's. A bad environment exits 2 with a message naming 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
@@ -32,10 +33,19 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
         default="auto",
         help="processes per node: 'auto' (one per visible GPU, or 1 without GPUs) or a number (default: auto)",
     )
+    parser.add_argument(
+        "--nnodes",
+        type=int,
+        default=None,
+        help="node count, where the backend knows it and the environment is ambiguous (Azure ML's PyTorch "
+        "variables on node 0 look the same with one process per node as with one per GPU)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]: the training command")
     args = parser.parse_args(argv)
     if args.command[:1] == ["--"]:
         args.command = args.command[1:]
+    if args.nnodes is not None and args.nnodes < 1:
+        parser.error(f"--nnodes is {args.nnodes}: use a positive number")
     if not args.command:
         parser.error("no command: use `python -m crosstrain.launch [--nproc-per-node auto|N] -- CMD ...`")
     if args.nproc_per_node != "auto" and not (args.nproc_per_node.isdigit() and int(args.nproc_per_node) > 0):
@@ -74,6 +84,15 @@ def plan(env: ClusterEnv, nproc_per_node: str, command: Sequence[str]) -> list[s
     ]
 
 
+def with_node_count(env: ClusterEnv, nnodes: int | None) -> ClusterEnv:
+    """The environment completed by the node count the backend rendered, where the variables leave it open."""
+    if nnodes is None or env.nnodes is not None or env.world_size is None:
+        return env
+    if env.world_size % nnodes:
+        raise ClusterEnvError(env.platform, "WORLD_SIZE", f"is {env.world_size}, not a multiple of --nnodes {nnodes}")
+    return dataclasses.replace(env, nnodes=nnodes, nproc_per_node=env.world_size // nnodes)
+
+
 def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The launched processes detect themselves afresh (as torchelastic): a forced platform would mislead them."""
     return {k: v for k, v in environ.items() if k != OVERRIDE_VARIABLE}
@@ -82,7 +101,7 @@ def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     try:
-        env = detect()
+        env = with_node_count(detect(), args.nnodes)
     except ClusterEnvError as exc:
         print(f"crosstrain.launch: error: {exc}", file=sys.stderr)
         return USAGE_ERROR

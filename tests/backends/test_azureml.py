@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from crosstrain import launch
 from crosstrain.backends import create_backend
 from crosstrain.backends.azureml import (
     API_VERSION,
@@ -35,6 +36,7 @@ from crosstrain.backends.base import JobState, Request
 from crosstrain.errors import JobFailed, SpecError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.retry import RetryPolicy
+from crosstrain.runtime import detect
 from crosstrain.spec import TrainingJob
 from crosstrain.testing.conformance import BASE_JOB, BackendConformance, merge
 from tests.backends.azureml_cloud import FakeAzureML, FakeCredential, Fault
@@ -129,7 +131,7 @@ def _cases() -> dict[str, tuple[TrainingJob, dict[str, Any], dict[str, Any]]]:
             {},
             {
                 **common,
-                "command": "python -m crosstrain.launch --nproc-per-node 4 -- python -m train --epochs 2",
+                "command": "python -m crosstrain.launch --nproc-per-node 4 --nnodes 3 -- python -m train --epochs 2",
                 "compute": "gpu-cluster",
                 "distribution": PyTorchDistribution(process_count_per_instance=1),
             },
@@ -316,19 +318,29 @@ def test_per_node_command_means_the_seeds_torch_distributed_launch_line() -> Non
 
     spec = job(command="python train.py", args=["--epochs", "50"], workers={"replicas": 1}, launch={"mode": "per-node"})
     props = body(render(spec))
-    argv = shlex.split(props["command"])
-    assert argv[:3] == ["python", "-m", "crosstrain.launch"]
-    nproc = int(argv[argv.index("--nproc-per-node") + 1])
-    script = argv[argv.index("--") + 1 :]
-
-    assert nproc == int(theirs.nproc_per_node)  # processes per node
     # Azure starts the launcher once per node and sets WORLD_SIZE = instance_count, NODE_RANK, MASTER_ADDR and
     # MASTER_PORT for it: the values the seed passes by hand.
     assert props["distribution"] == {"distributionType": "PyTorch", "processCountPerInstance": 1}
     assert props["resources"]["instanceCount"] == int(theirs.nnodes) == int(azure_env["WORLD_SIZE"])
-    # The seed takes node rank and rendezvous from those variables; the launcher reads the same ones.
-    assert (theirs.node_rank, theirs.master_addr, theirs.master_port) == (1, "10.0.0.4", 6105)
-    assert script == ["python", theirs.training_script, *theirs.training_script_args]
+
+    # Run the launcher's own planning on each node, with the variables Azure sets there (LOCAL_RANK and RANK
+    # included: with one process per node they equal 0 and NODE_RANK), and parse what it would exec.
+    argv = shlex.split(props["command"])
+    assert argv[:3] == ["python", "-m", "crosstrain.launch"]
+    options = launch._parse(argv[3:])
+    for node_rank in (0, 1):
+        node_env = {**azure_env, "AZUREML_RUN_ID": "r", "NODE_RANK": str(node_rank), "RANK": str(node_rank)}
+        env = launch.with_node_count(detect({**node_env, "LOCAL_RANK": "0"}), options.nnodes)
+        line = launch.plan(env, options.nproc_per_node, options.command)
+        ours = get_args_parser().parse_args(line[line.index("torch.distributed.run") + 1 :])
+        assert (ours.nnodes, ours.nproc_per_node) == (theirs.nnodes, theirs.nproc_per_node)
+        assert (ours.master_addr, ours.master_port) == (theirs.master_addr, theirs.master_port)
+        assert ours.node_rank == node_rank
+        assert [ours.training_script, *ours.training_script_args] == [
+            "python",
+            theirs.training_script,
+            *theirs.training_script_args,
+        ]
 
 
 # -- our validation catches what load_job lets through -----------------------------------------------------

@@ -518,7 +518,7 @@ class AzureMLBackend(Backend):
             )
         command = plan.command
         if plan.launcher_processes is not None:
-            command = launcher_command(command, nproc_per_node=plan.launcher_processes)
+            command = launcher_command(command, nproc_per_node=plan.launcher_processes, nnodes=plan.nodes)
         resources: dict[str, Any] = {"instanceCount": plan.nodes, "properties": {}}
         if not settings.compute:
             resources["instanceType"] = plan.machine.machine_type

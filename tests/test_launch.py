@@ -11,8 +11,8 @@ import time
 import pytest
 
 from crosstrain.backends.base import launcher_command
-from crosstrain.launch import child_environment, main, plan
-from crosstrain.runtime import detect
+from crosstrain.launch import child_environment, main, plan, with_node_count
+from crosstrain.runtime import ClusterEnvError, detect
 from tests.conftest import ROOT
 from tests.runtime.test_env import CASES, vertex
 
@@ -135,3 +135,18 @@ def test_exec_passes_the_exit_code_and_signals_on() -> None:
 
     missing = launch("no-such-command-xyz", **AZURE_PER_PROCESS)
     assert missing.wait(timeout=60) == 127
+
+
+def test_the_rendered_node_count_settles_azures_ambiguous_node_0() -> None:
+    """On node 0, Azure's PyTorch variables look alike with one process per node and one per GPU; the node
+    count the backend rendered (`--nnodes`) settles it, so node 0 starts torchrun like every other node."""
+    azure = {"AZUREML_RUN_ID": "r", "MASTER_ADDR": "10.0.0.4", "MASTER_PORT": "6105", "WORLD_SIZE": "2"}
+    node0 = detect({**azure, "RANK": "0", "NODE_RANK": "0", "LOCAL_RANK": "0"})
+    assert plan(node0, "4", ["python", "t.py"]) == ["python", "t.py"]  # without the node count: as is
+    settled = with_node_count(node0, 2)
+    line = plan(settled, "4", ["python", "t.py"])
+    assert "--nnodes=2" in line
+    assert "--node_rank=0" in line
+    assert "--nproc_per_node=4" in line
+    with pytest.raises(ClusterEnvError, match="not a multiple of --nnodes 3"):
+        with_node_count(node0, 3)
