@@ -47,7 +47,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     if args.nnodes is not None and args.nnodes < 1:
         parser.error(f"--nnodes is {args.nnodes}: use a positive number")
     if not args.command:
-        parser.error("no command: use `python -m crosstrain.launch [--nproc-per-node auto|N] -- CMD ...`")
+        parser.error("no command: use `python -m crosstrain.launch [--nproc-per-node auto|N] [--nnodes N] -- CMD ...`")
     if args.nproc_per_node != "auto" and not (args.nproc_per_node.isdigit() and int(args.nproc_per_node) > 0):
         parser.error(f"--nproc-per-node is {args.nproc_per_node!r}: use 'auto' or a positive number")
     return args
