@@ -42,6 +42,14 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
             "a cloud in a local directory, for tests, demos and CI dry runs",
         ),
         BackendEntry(
+            "aiplatform",
+            "crosstrain.backends.aiplatform:AIPlatformBackend",
+            "legacy AI Platform Training (shut down 2025-01-31)",
+            "aiplatform",
+        ),
+        BackendEntry("azureml", "crosstrain.backends.azureml:AzureMLBackend", "Azure ML command jobs", "azureml"),
+        BackendEntry("vertex", "crosstrain.backends.vertex:VertexBackend", "Vertex AI custom training", "vertex"),
+        BackendEntry(
             "databricks",
             "crosstrain.backends.databricks:DatabricksBackend",
             "Databricks one-time runs that call TorchDistributor on a GPU cluster",

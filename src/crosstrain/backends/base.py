@@ -442,6 +442,9 @@ class Backend(ABC):
 LAUNCHER_MODULE = "crosstrain.launch"
 
 
-def launcher_command(command: list[str], *, nproc_per_node: int | str = "auto") -> list[str]:
-    """`command` wrapped in crosstrain's per-node launcher, as a backend renders it into a container command."""
-    return ["python", "-m", LAUNCHER_MODULE, "--nproc-per-node", str(nproc_per_node), "--", *command]
+def launcher_command(command: list[str], *, nproc_per_node: int | str = "auto", nnodes: int | None = None) -> list[str]:
+    """`command` wrapped in crosstrain's per-node launcher, as a backend renders it into a container command.
+
+    Pass `nnodes` where the platform's variables cannot tell one process per node from one per GPU (Azure ML)."""
+    nodes = ["--nnodes", str(nnodes)] if nnodes is not None else []
+    return ["python", "-m", LAUNCHER_MODULE, "--nproc-per-node", str(nproc_per_node), *nodes, "--", *command]

@@ -1,0 +1,71 @@
+"""Cold `import crosstrain.runtime` against a bare `import torch`, as fresh processes interleaved in one run.
+
+The runtime is imported by every training process (and the launcher, once per node) before anything else, so it
+must cost next to nothing beside torch itself: it loads only the standard library. The result is the ratio of
+medians (goal: at most 0.1). Needs torch (`pip install 'crosstrain[runtime]'`) for the comparison side.
+
+    python benchmarks/runtime_import.py [--rounds 15] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(code: str) -> float:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args()
+    if importlib.util.find_spec("torch") is None:
+        print("torch is not installed: pip install 'crosstrain[runtime]'", file=sys.stderr)
+        return 2
+
+    runtime, torch, baseline = "import crosstrain.runtime", "import torch", "pass"
+    for code in (runtime, torch, baseline):  # write bytecode caches once: measure cold processes, not a cold disk
+        timed(code)
+    samples: dict[str, list[float]] = {runtime: [], torch: [], baseline: []}
+    for _ in range(args.rounds):
+        for code, times in samples.items():
+            times.append(timed(code))
+    medians = {code: statistics.median(times) for code, times in samples.items()}
+    # Subtract the interpreter's own start-up, which both pay: what is left is what each import costs.
+    own = max(medians[runtime] - medians[baseline], 0.0)
+    torch_cost = medians[torch] - medians[baseline]
+    result = {
+        "rounds": args.rounds,
+        "python_startup_median_s": round(medians[baseline], 4),
+        "runtime_import_median_s": round(own, 4),
+        "torch_import_median_s": round(torch_cost, 4),
+        "ratio": round(own / torch_cost, 4),
+        "goal": 0.1,
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"python start-up:            median {medians[baseline] * 1000:.0f} ms over {args.rounds} runs")
+        print(f"import crosstrain.runtime:  +{own * 1000:.0f} ms")
+        print(f"import torch:               +{torch_cost * 1000:.0f} ms")
+        print(f"ratio {result['ratio']:.3f} (goal <= {result['goal']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,465 @@
+"""`aiplatform`: legacy AI Platform Training (`ml.googleapis.com/v1`), a `Job` with a CUSTOM `trainingInput`.
+
+Google shut the service down on 2025-01-31; the backend stays for rendering, offline validation and
+projects that still hold its jobs. The same job file renders for Vertex AI with `--target vertex`.
+
+The API has fixed pools (master, workers, parameter servers, evaluators), one `ReplicaConfig` each, an
+accelerator enum that ends at `NVIDIA_TESLA_A100`, and no field for environment variables. `jobId` is chosen
+by the client and a second create with the same id is refused with `409 ALREADY_EXISTS`, so the jobId
+derived from the render-time identity is the idempotency key: a retried create that meets 409 adopts the job.
+
+Requests go over REST with google-auth's `AuthorizedSession` (imported only when something is sent).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from pydantic import Field
+
+from crosstrain import catalog
+from crosstrain.backends import require
+from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels
+from crosstrain.backends.base import (
+    Backend,
+    Capabilities,
+    HttpCall,
+    JobHandle,
+    JobState,
+    JobStatus,
+    Request,
+    launcher_command,
+)
+from crosstrain.errors import Problem, SubmitError, TransientError
+from crosstrain.settings import TargetSettings, setting
+
+if TYPE_CHECKING:
+    from crosstrain.spec import PoolView, TrainingJob
+
+STATE_MAP = {
+    "STATE_UNSPECIFIED": JobState.UNKNOWN,
+    "QUEUED": JobState.QUEUED,
+    "PREPARING": JobState.QUEUED,
+    "RUNNING": JobState.RUNNING,
+    "SUCCEEDED": JobState.SUCCEEDED,
+    "FAILED": JobState.FAILED,
+    "CANCELLING": JobState.CANCELLING,
+    "CANCELLED": JobState.CANCELLED,
+}
+
+SHUTDOWN_NOTE = (
+    "AI Platform Training was shut down on 2025-01-31; the same job file renders for Vertex AI with --target vertex"
+)
+#: The machine of a pool that names neither a machine type nor GPUs (the Vertex SDK's default too).
+DEFAULT_MACHINE_TYPE = "n1-standard-4"
+#: The API's documented minimum for `scheduling.maxWaitTime`.
+MIN_MAX_WAIT_SECONDS = 1800
+_JOB_ID_MAX = 128
+_NETWORK = re.compile(r"projects/\d+/global/networks/[^/]+")
+_BOOT_DISK_TYPES = ("pd-ssd", "pd-standard")
+_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+_TIMEOUT = (10.0, 60.0)  # connect, read (seconds)
+# trainingInput keys for each crosstrain pool role: (machine type, replica count, replica config).
+_POOL_FIELDS = {
+    "primary": ("masterType", None, "masterConfig"),
+    "workers": ("workerType", "workerCount", "workerConfig"),
+    "parameter_servers": ("parameterServerType", "parameterServerCount", "parameterServerConfig"),
+    "evaluators": ("evaluatorType", "evaluatorCount", "evaluatorConfig"),
+}
+_TRAINING_ROLES = ("primary", "workers")
+
+
+class AIPlatformSettings(TargetSettings):
+    project: str = setting(
+        description="Google Cloud project id that owns the job.",
+        env=("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT"),
+    )
+    region: str = setting(
+        "us-central1",
+        description="Region the job runs in (trainingInput.region).",
+        env=("CLOUD_ML_REGION", "GOOGLE_CLOUD_REGION"),
+    )
+    service_account: str | None = setting(
+        None, description="Service account the job runs as; overrides the job's `identity`."
+    )
+    network: str | None = setting(
+        None, description="projects/{number}/global/networks/{name} the job peers with; overrides the job's `network`."
+    )
+    job_dir: str | None = setting(
+        None, description="gs:// path passed to the program as --job-dir; overrides the job's `output_dir`."
+    )
+    priority: int | None = Field(
+        None, ge=0, le=1000, description="Scheduling priority among jobs that want the same accelerators (0-1000)."
+    )
+    endpoint: str = setting(
+        "https://ml.googleapis.com",
+        description="API root (https://ml.mtls.googleapis.com for mTLS).",
+        env=("CROSSTRAIN_AIPLATFORM_ENDPOINT",),
+    )
+
+
+def job_id(identity: str) -> str:
+    """The jobId for an identity: letters, digits and underscores, starting with a letter, at most 128.
+
+    Deterministic, so a retried or repeated create names the same job and meets 409 instead of making another.
+    """
+    text = re.sub(r"[^A-Za-z0-9_]", "_", identity)
+    if not text[:1].isalpha():
+        text = f"j_{text}"
+    return text[:_JOB_ID_MAX]
+
+
+class AIPlatformBackend(Backend):
+    """Legacy AI Platform Training. Example: `crosstrain render job.yaml --target aiplatform --format gcloud`."""
+
+    name = "aiplatform"
+    title = "AI Platform Training (legacy, shut down 2025-01-31)"
+    extra = "aiplatform"
+    settings_model = AIPlatformSettings
+    formats = ("json", "gcloud")
+    capabilities = Capabilities(
+        parameter_servers=True,
+        evaluators=True,
+        per_pool_images=True,
+        per_pool_machines=True,
+        per_pool_commands=True,
+        logs=True,
+        dedupes_create=True,
+    )
+
+    # -- render (pure) -------------------------------------------------------------------------------------
+    def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
+        assert isinstance(settings, AIPlatformSettings)
+        # A reduction server is refused by the generic capability check, which points to --target vertex.
+        problems = label_problems(job)
+        for pool in job.pools():
+            machine = _resolve(pool, problems)
+            gpus = machine.gpu_count if machine else 0
+            if pool.role in _TRAINING_ROLES:
+                problems += _launch_problems(job, pool, gpus)
+            if pool.env and not pool.command:
+                problems.append(
+                    Problem(
+                        "env" if job.env else f"{pool.role}.env",
+                        "AI Platform Training has no field for environment variables; crosstrain runs the "
+                        "command under `env NAME=VALUE ...`, which needs a command",
+                        "set `command`, or bake the variables into the image",
+                    )
+                )
+            if pool.boot_disk and pool.boot_disk.type and pool.boot_disk.type not in _BOOT_DISK_TYPES:
+                problems.append(
+                    Problem(
+                        f"{pool.role if getattr(job, pool.role).boot_disk else 'primary'}.boot_disk.type",
+                        f"AI Platform Training has no boot disk type {pool.boot_disk.type!r}",
+                        f"use one of {', '.join(_BOOT_DISK_TYPES)}, or --target vertex",
+                    )
+                )
+        if job.scheduling.max_restarts is not None:
+            problems.append(
+                Problem(
+                    "scheduling.max_restarts",
+                    "AI Platform Training has no restart setting",
+                    "remove `scheduling.max_restarts`, or use --target vertex",
+                )
+            )
+        if job.scheduling.max_wait is not None and job.scheduling.max_wait < MIN_MAX_WAIT_SECONDS:
+            problems.append(
+                Problem(
+                    "scheduling.max_wait",
+                    f"AI Platform Training waits at least {MIN_MAX_WAIT_SECONDS}s, not {job.scheduling.max_wait}s",
+                    'use at least "30m", or remove it to wait without limit',
+                )
+            )
+        network = settings.network or job.network
+        if network and not _NETWORK.fullmatch(network):
+            problems.append(
+                Problem(
+                    "network" if not settings.network else "targets.aiplatform.network",
+                    f"{network!r} is not a full network name",
+                    "write projects/PROJECT_NUMBER/global/networks/NAME",
+                )
+            )
+        job_dir = settings.job_dir or job.output_dir
+        if job_dir and not job_dir.startswith("gs://"):
+            problems.append(
+                Problem(
+                    "output_dir" if not settings.job_dir else "targets.aiplatform.job_dir",
+                    f"AI Platform Training's job directory must be in Cloud Storage, not {job_dir!r}",
+                    "use a gs://bucket/path",
+                )
+            )
+        return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
+
+    def _render(self, job: TrainingJob, settings: AIPlatformSettings) -> Request:
+        identity = self.identity(job, settings)
+        training_input: dict[str, Any] = {"scaleTier": "CUSTOM", "region": settings.region}
+        for pool in job.pools():
+            type_key, count_key, config_key = _POOL_FIELDS[pool.role]
+            machine = _resolve(pool, [])
+            training_input[type_key] = (machine.machine_type if machine else None) or DEFAULT_MACHINE_TYPE
+            if count_key:
+                training_input[count_key] = str(pool.replicas)
+            training_input[config_key] = _replica_config(job, pool, machine)
+        scheduling: dict[str, Any] = {}
+        if job.scheduling.timeout:
+            scheduling["maxRunningTime"] = f"{job.scheduling.timeout}s"
+        if job.scheduling.max_wait:
+            scheduling["maxWaitTime"] = f"{job.scheduling.max_wait}s"
+        if settings.priority is not None:
+            scheduling["priority"] = settings.priority
+        if scheduling:
+            training_input["scheduling"] = scheduling
+        optional = {
+            "serviceAccount": settings.service_account or job.identity,
+            "network": settings.network or job.network,
+            "jobDir": settings.job_dir or job.output_dir,
+        }
+        training_input.update({k: v for k, v in optional.items() if v})
+        body = {"jobId": job_id(identity), "labels": labels(job, identity), "trainingInput": training_input}
+        url = f"{settings.endpoint.rstrip('/')}/v1/projects/{quote(settings.project, safe='')}/jobs"
+        call = HttpCall(
+            "POST",
+            url,
+            body,
+            {"Content-Type": "application/json"},
+            purpose="create the job; a retry that meets 409 ALREADY_EXISTS for this jobId adopts it",
+        )
+        return Request(self.name, identity, job.name, (call,), settings.model_dump(mode="json"), notes=(SHUTDOWN_NOTE,))
+
+    def format(self, request: Request, fmt: str) -> str:
+        if fmt != "gcloud":
+            return super().format(request, fmt)
+        import yaml
+
+        body = request.create.body
+        config_file = f"{body['jobId']}.yaml"
+        config = {"labels": body["labels"], "trainingInput": body["trainingInput"]}
+        command = [
+            "gcloud",
+            "ai-platform",
+            "jobs",
+            "submit",
+            "training",
+            body["jobId"],
+            f"--project={request.settings['project']}",
+            f"--region={body['trainingInput']['region']}",
+            f"--config={config_file}",
+        ]
+        return (
+            f"# {SHUTDOWN_NOTE}.\n"
+            "# gcloud flags cannot express container commands, disks or scheduling, so the job is a --config file.\n"
+            f"cat > {config_file} <<'EOF'\n{yaml.safe_dump(config, sort_keys=True)}EOF\n"
+            f"{shlex.join(command)}\n"
+        )
+
+    # -- submit (sends) ------------------------------------------------------------------------------------
+    def _session(self) -> Any:
+        """The injected transport (tests), or an AuthorizedSession with Application Default Credentials."""
+        if self.transport is not None:
+            return self.transport
+        google_auth = require("google.auth", "aiplatform")
+        transport = require("google.auth.transport.requests", "aiplatform")
+        credentials, _ = google_auth.default(scopes=list(_SCOPES))
+        self.transport = transport.AuthorizedSession(credentials)
+        return self.transport
+
+    def send(self, request: Request) -> JobHandle:
+        call = request.create
+        body = call.body
+        job_url = f"{call.url}/{body['jobId']}"
+        session = self._session()
+        adopted = False
+
+        def create() -> dict[str, Any]:
+            nonlocal adopted
+            response = _call(session, "POST", call.url, body)
+            if response.status_code == 409:
+                existing = _json(_call(session, "GET", job_url), job_url)
+                _check_ours(existing, request.identity, body["jobId"])
+                adopted = True
+                return existing
+            return _json(response, call.url)
+
+        self.retry.create(create, dedupes=True)
+        project = str(request.settings.get("project") or call.url.rsplit("/", 2)[-2])
+        return JobHandle(
+            self.name,
+            request.identity,
+            body["jobId"],
+            console_url=f"https://console.cloud.google.com/ai-platform/jobs/{body['jobId']}?project={project}",
+            ref={"url": job_url, "project": project},
+            adopted=adopted,
+        )
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        job = _json(_call(self._session(), "GET", handle.ref["url"]), handle.ref["url"])
+        native = str(job.get("state", "STATE_UNSPECIFIED"))
+        return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, str(job.get("errorMessage", "")))
+
+    def cancel(self, handle: JobHandle) -> None:
+        url = f"{handle.ref['url']}:cancel"
+
+        def cancel_once() -> None:
+            response = _call(self._session(), "POST", url, {})
+            if response.status_code == 400 and self.status(handle).state.terminal:
+                return  # it ended before the cancel arrived: nothing left to cancel
+            _json(response, url)
+
+        self.retry.poll(cancel_once)
+
+    def logs(self, handle: JobHandle) -> Iterator[str]:
+        """Where the logs are: AI Platform writes them to Cloud Logging under the `ml_job` resource."""
+        query = f'resource.type="ml_job"\nresource.labels.job_id="{handle.job_id}"'
+        project = handle.ref.get("project", "")
+        yield f"Cloud Logging filter: {' AND '.join(query.splitlines())}"
+        yield f"gcloud logging read {shlex.quote(' AND '.join(query.splitlines()))} --project={project}"
+        yield f"console: https://console.cloud.google.com/logs/query;query={quote(query, safe='')}?project={project}"
+
+
+def _resolve(pool: PoolView, problems: list[Problem]) -> catalog.ResolvedMachine | None:
+    """The pool's machine on AI Platform; a problem (with a pointer to Vertex where it has one) if impossible."""
+    machine = pool.machine
+    if machine is None:
+        return None
+    accel = machine.accelerator
+    kind, count = (accel.type, accel.count) if accel else (None, None)
+    try:
+        resolved = catalog.resolve(
+            "aiplatform", machine_type=machine.type, gpu=kind, gpu_count=count, path=pool.machine_path
+        )
+    except catalog.CatalogError as error:
+        newer = kind is not None and kind in catalog.OFFERS["vertex"] and kind not in catalog.OFFERS["aiplatform"]
+        problems.append(_vertex_only(pool, kind) if newer and kind else error.problem)
+        return None
+    if machine.type and kind is None:
+        # A machine type that carries GPUs the legacy enum does not name (a3-highgpu-8g, g2-standard-8).
+        on_vertex = _vertex_gpu(machine.type)
+        if on_vertex and on_vertex not in catalog.OFFERS["aiplatform"]:
+            problems.append(_vertex_only(pool, on_vertex))
+            return None
+    return resolved
+
+
+def _vertex_gpu(machine_type: str) -> str | None:
+    try:
+        return catalog.resolve("vertex", machine_type=machine_type, gpu=None, gpu_count=None).gpu
+    except catalog.CatalogError:
+        return None
+
+
+def _vertex_only(pool: PoolView, kind: str) -> Problem:
+    return Problem(
+        f"{pool.machine_path}.accelerator.type" if pool.machine and pool.machine.accelerator else pool.machine_path,
+        f"AI Platform Training has no {kind}: its accelerator enum ends at NVIDIA_TESLA_A100",
+        f"use --target vertex (it offers {kind}), or one of {', '.join(catalog.OFFERS['aiplatform'])}",
+    )
+
+
+def _launch_problems(job: TrainingJob, pool: PoolView, gpus: int) -> list[Problem]:
+    processes = job.processes_per_node(gpus)
+    if processes <= 1:
+        return []
+    if job.launch.mode == "per-process":
+        return [
+            Problem(
+                "launch.mode",
+                f"AI Platform Training starts one process per node, not {processes}",
+                "use launch.mode: per-node or auto (crosstrain's launcher then starts one process per GPU)",
+            )
+        ]
+    if not pool.command:
+        return [
+            Problem(
+                "command",
+                f"{processes} processes per node need crosstrain's launcher around a command, and there is none",
+                "set `command` (the image needs crosstrain installed), or launch.processes_per_node: 1",
+            )
+        ]
+    return []
+
+
+def _replica_config(job: TrainingJob, pool: PoolView, machine: catalog.ResolvedMachine | None) -> dict[str, Any]:
+    """One ReplicaConfig. The image is always explicit, even where the API would default it to the master's."""
+    config: dict[str, Any] = {}
+    if pool.image:
+        config["imageUri"] = pool.image
+    if machine and machine.accelerator and machine.gpu_count:
+        config["acceleratorConfig"] = {"count": str(machine.gpu_count), "type": machine.accelerator}
+    command = pool.command
+    if command:
+        gpus = machine.gpu_count if machine else 0
+        processes = job.processes_per_node(gpus)
+        if pool.role in _TRAINING_ROLES and processes > 1:
+            command = launcher_command(command, nproc_per_node=processes)
+        if pool.env:
+            command = ["env", *(f"{k}={v}" for k, v in sorted(pool.env.items())), *command]
+        config["containerCommand"] = command
+    if pool.args:
+        config["containerArgs"] = list(pool.args)
+    if pool.boot_disk and (pool.boot_disk.type or pool.boot_disk.size_gb):
+        disk: dict[str, Any] = {}
+        if pool.boot_disk.type:
+            disk["bootDiskType"] = pool.boot_disk.type
+        if pool.boot_disk.size_gb:
+            disk["bootDiskSizeGb"] = pool.boot_disk.size_gb
+        config["diskConfig"] = disk
+    return config
+
+
+# -- REST ----------------------------------------------------------------------------------------------------
+def _call(session: Any, method: str, url: str, body: Any = None) -> Any:
+    """One HTTP call; failures worth retrying become `TransientError`s that say whether the call was accepted."""
+    requests = require("requests", "aiplatform")
+    try:
+        response = session.request(method, url, json=body, timeout=_TIMEOUT)
+    except (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError) as error:
+        raise TransientError(f"{method} {url}: {error}", accepted=False) from error
+    except requests.exceptions.RequestException as error:
+        # Sent, but the answer was lost: the outcome is unknown.
+        raise TransientError(f"{method} {url}: {error}", accepted=None) from error
+    code = response.status_code
+    if code == 429 or code == 503:
+        from crosstrain.retry import parse_retry_after
+
+        raise TransientError(
+            f"{method} {url}: {code} {_error_text(response)}",
+            accepted=False,
+            retry_after=parse_retry_after(response.headers.get("Retry-After")),
+        )
+    if code in (500, 502, 504):
+        raise TransientError(f"{method} {url}: {code} {_error_text(response)}", accepted=None)
+    return response
+
+
+def _json(response: Any, url: str) -> dict[str, Any]:
+    if response.status_code >= 400:
+        raise SubmitError(f"{response.request.method} {url}: {response.status_code} {_error_text(response)}")
+    try:
+        data: dict[str, Any] = response.json() if response.content else {}
+    except ValueError:
+        raise SubmitError(f"{url}: the answer is not JSON: {response.text[:200]!r}") from None
+    return data
+
+
+def _error_text(response: Any) -> str:
+    """Google's error envelope `{"error": {"status", "message"}}` as one line, or the raw text."""
+    try:
+        error = json.loads(response.text).get("error", {})
+        return f"{error.get('status', '')}: {error.get('message', '')}".strip(": ")
+    except (ValueError, AttributeError):
+        return str(response.text[:200])
+
+
+def _check_ours(existing: dict[str, Any], identity: str, wanted_id: str) -> None:
+    """Adopt only a job that carries our identity label; another job with the same id is someone else's."""
+    found = (existing.get("labels") or {}).get(IDENTITY_LABEL)
+    if found != identity[:63]:
+        raise SubmitError(
+            f"AI Platform already has a job {wanted_id!r} that crosstrain did not make for this spec "
+            f"(its {IDENTITY_LABEL} label is {found!r}); submit with a new run id (--run-id new)"
+        )

@@ -1,0 +1,797 @@
+"""`azureml`: Azure Machine Learning (v2) command jobs, with PyTorch, MPI or TensorFlow distribution.
+
+Render builds the ARM calls that `MLClient.jobs.create_or_update` makes for the same job (azure-ai-ml 1.35.2):
+an anonymous environment registration when the job names an image, then the job PUT. The job's name is the
+render-time identity and a PUT is create-or-update, so a retried submit never makes a second job. Submit
+sends exactly those calls through the MLClient's own authenticated ARM pipeline; status, cancel and logs use
+the public `MLClient.jobs` operations. Sources: ../shared/reference/azure.md (sections 1-5, 8, 9).
+
+Azure runs one image, one command and one VM size on every node; `instance_count` is the number of nodes and
+`process_count_per_instance` is per node (the SDK v1 `PyTorchConfiguration.process_count` was the total; the
+`distributed_job_config` setting accepts the v1 forms and converts them).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+from crosstrain import catalog
+from crosstrain.backends.base import (
+    Backend,
+    Capabilities,
+    HttpCall,
+    JobHandle,
+    JobState,
+    JobStatus,
+    Request,
+    launcher_command,
+)
+from crosstrain.errors import Problem, SubmitError, TransientError
+from crosstrain.settings import TargetSettings, setting
+
+if TYPE_CHECKING:
+    from crosstrain.spec import TrainingJob
+
+#: The api-version azure-ai-ml 1.35.2 uses for command-job creates (azure.md 3, verified on the wire).
+API_VERSION = "2025-01-01-preview"
+#: The api-version of its anonymous-environment PUT.
+ENVIRONMENT_API_VERSION = "2023-04-01-preview"
+ARM = "https://management.azure.com"
+#: The name azure-ai-ml gives environments created from an image; the version is a digest of the image.
+ANONYMOUS_ENVIRONMENT = "CliV2AnonymousEnvironment"
+CLI_SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandJob.schema.json"
+
+#: Azure ML job statuses (`JobStatus` of the ARM API) -> the common state.
+STATE_MAP: Mapping[str, JobState] = {
+    "NotStarted": JobState.QUEUED,
+    "Starting": JobState.QUEUED,
+    "Provisioning": JobState.QUEUED,
+    "Preparing": JobState.QUEUED,
+    "Queued": JobState.QUEUED,
+    "Paused": JobState.QUEUED,
+    "Running": JobState.RUNNING,
+    "Finalizing": JobState.RUNNING,
+    "CancelRequested": JobState.CANCELLING,
+    "Completed": JobState.SUCCEEDED,
+    "Failed": JobState.FAILED,
+    "NotResponding": JobState.FAILED,  # terminal for the SDK: the run stopped reporting
+    "Canceled": JobState.CANCELLED,
+    "Unknown": JobState.UNKNOWN,
+}
+
+_PRIORITY = {"low": 1, "medium": 2, "high": 3}
+_JOB_TIERS = {"spot": "Spot", "basic": "Basic", "standard": "Standard", "premium": "Premium"}
+_SHM_SIZE = r"^\d+[bkmg]$"
+_NAMED_ENVIRONMENT = re.compile(r"azureml:(?P<name>[A-Za-z0-9_.-]+):(?P<version>[A-Za-z0-9_.-]+)")
+_ARM_ENVIRONMENT = re.compile(
+    r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.MachineLearningServices/.+"
+)
+_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+# -- the SDK v1 distribution forms -------------------------------------------------------------------------
+class _V1(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PyTorchConfiguration(_V1):
+    """SDK v1 `PyTorchConfiguration`: `process_count` is the TOTAL number of processes (default: node_count)."""
+
+    type: Literal["PyTorchConfiguration"] = "PyTorchConfiguration"
+    process_count: int | None = Field(None, ge=1, description="Total processes over all nodes.")
+    node_count: int = Field(1, ge=1, le=10000)
+    communication_backend: Literal["Nccl", "Gloo", "nccl", "gloo"] = Field(
+        "Nccl", description="Accepted for compatibility; v2 has no such field (choose it in code)."
+    )
+
+
+class MpiConfiguration(_V1):
+    """SDK v1 `MpiConfiguration`: already per node."""
+
+    type: Literal["MpiConfiguration"] = "MpiConfiguration"
+    process_count_per_node: int = Field(1, ge=1, le=128)
+    node_count: int = Field(1, ge=1, le=10000)
+
+
+class TensorflowConfiguration(_V1):
+    """SDK v1 `TensorflowConfiguration`: one worker per node."""
+
+    type: Literal["TensorflowConfiguration"] = "TensorflowConfiguration"
+    worker_count: int = Field(1, ge=1, le=10000)
+    parameter_server_count: int = Field(0, ge=0, le=0, description="Parameter servers are not supported.")
+
+
+_V1_CALL = re.compile(r"\s*(?P<kind>PyTorchConfiguration|MpiConfiguration|TensorflowConfiguration)\((?P<args>.*)\)\s*")
+
+
+def _parse_v1_call(value: Any) -> Any:
+    """`"PyTorchConfiguration(process_count=8, node_count=2)"`, as written in SDK v1 code, -> a mapping."""
+    if not isinstance(value, str):
+        return value
+    fix = (
+        "write the SDK v1 call with keyword arguments, e.g. PyTorchConfiguration(process_count=8, node_count=2) "
+        "or MpiConfiguration(process_count_per_node=4, node_count=2)"
+    )
+    match = _V1_CALL.fullmatch(value)
+    if not match:
+        raise PydanticCustomError("crosstrain", "{value} is not an SDK v1 distribution", {"value": value, "fix": fix})
+    out: dict[str, Any] = {"type": match["kind"]}
+    for part in filter(None, (p.strip() for p in match["args"].split(","))):
+        key, sep, raw = part.partition("=")
+        if not sep:
+            raise PydanticCustomError("crosstrain", "{part} is a positional argument", {"part": part, "fix": fix})
+        raw = raw.strip().strip("'\"")
+        out[key.strip()] = int(raw) if raw.isdigit() else raw
+    return out
+
+
+V1Distribution = Annotated[
+    Annotated[PyTorchConfiguration | MpiConfiguration | TensorflowConfiguration, Field(discriminator="type")],
+    BeforeValidator(
+        _parse_v1_call, json_schema_input_type=str | PyTorchConfiguration | MpiConfiguration | TensorflowConfiguration
+    ),
+]
+
+
+class AzureMLSettings(TargetSettings):
+    subscription_id: str = setting(description="Azure subscription id.", env=("AZURE_SUBSCRIPTION_ID",))
+    resource_group: str = setting(
+        description="Resource group of the workspace.", env=("AZURE_RESOURCE_GROUP", "AZUREML_ARM_RESOURCEGROUP")
+    )
+    workspace: str = setting(
+        description="Azure ML workspace name.", env=("AZUREML_WORKSPACE_NAME", "AZUREML_ARM_WORKSPACE_NAME")
+    )
+    compute: str | None = setting(
+        None,
+        description="Compute cluster name (its VM size is the cluster's). Omit for serverless compute, "
+        "where the job's machine is the VM size.",
+    )
+    experiment: str | None = setting(
+        None, description="Experiment name; defaults to the job name (the SDK would use the current directory)."
+    )
+    environment: str | None = setting(
+        None,
+        description="A registered environment, `azureml:<name>:<version>` or its ARM id. Default: the job's "
+        "image, registered as an anonymous environment the way azure-ai-ml does.",
+    )
+    shm_size: str | None = Field(
+        None, pattern=_SHM_SIZE, description="Shared memory of each container, e.g. 16g (Azure's default is 2g)."
+    )
+    docker_args: str | None = Field(None, description="Extra `docker run` arguments, e.g. --ipc=host.")
+    job_tier: Literal["spot", "basic", "standard", "premium"] | None = Field(
+        None, description="Queue tier (serverless); `scheduling.spot: true` means spot."
+    )
+    priority: Literal["low", "medium", "high"] | None = Field(None, description="Queue priority.")
+    distributed_job_config: V1Distribution | None = Field(
+        None,
+        description="SDK v1 shorthand, e.g. `PyTorchConfiguration(process_count=8, node_count=2)` (process_count "
+        "is the total), `MpiConfiguration(process_count_per_node=4, node_count=2)`, "
+        "`TensorflowConfiguration(worker_count=2)`; converted to nodes, processes per node and framework.",
+    )
+
+
+# -- the plan: what the job means on Azure ----------------------------------------------------------------
+@dataclass(frozen=True)
+class _Plan:
+    nodes: int
+    processes_per_node: int  # what Azure starts on each node
+    launcher_processes: int | None  # per-node mode: what crosstrain's launcher starts on each node
+    framework: str
+    machine: catalog.ResolvedMachine
+    command: list[str]
+    image: str | None
+    env: dict[str, str]
+
+
+def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, list[Problem]]:
+    problems: list[Problem] = []
+    pool = job.pools()[0]
+    machine = catalog.ResolvedMachine(None)
+    if pool.machine:
+        accel = pool.machine.accelerator
+        try:
+            machine = catalog.resolve(
+                "azureml",
+                machine_type=pool.machine.type,
+                gpu=accel.type if accel else None,
+                gpu_count=accel.count if accel else None,
+                path=pool.machine_path,
+            )
+        except catalog.CatalogError as exc:
+            problems.append(exc.problem)
+    nodes, framework = job.nodes, str(job.launch.framework)
+    per_node = job.processes_per_node(machine.gpu_count)
+    config = settings.distributed_job_config
+    if config is not None:
+        nodes, per_node, framework, conflicts = _apply_v1(job, config, machine.gpu_count)
+        problems += conflicts
+    launcher = None
+    if job.launch.mode == "per-node":
+        launcher = job.processes_per_node(machine.gpu_count)
+        if config is not None and per_node != 1:
+            problems.append(
+                Problem(
+                    "targets.azureml.distributed_job_config",
+                    f"launch.mode per-node has Azure start one process per node, but the v1 config asks for "
+                    f"{per_node} per node",
+                    "omit process_count (or set it to node_count); crosstrain's launcher starts "
+                    "launch.processes_per_node (default: the GPUs) on each node",
+                )
+            )
+        per_node = 1
+    if framework == "tensorflow":
+        if job.launch.mode == "per-node":
+            problems.append(
+                Problem(
+                    "launch.mode",
+                    "Azure ML's TensorFlow distribution sets TF_CONFIG for one worker per node; there is no "
+                    "per-node launcher for it",
+                    "use launch.mode auto",
+                )
+            )
+        if job.launch.processes_per_node not in (None, 1):
+            problems.append(
+                Problem(
+                    "launch.processes_per_node",
+                    f"Azure ML's TensorFlow distribution runs one worker per node, not {job.launch.processes_per_node}",
+                    "remove launch.processes_per_node; use tf.distribute to drive every GPU of a node",
+                )
+            )
+        per_node = 1
+    if machine.gpu_count and per_node > machine.gpu_count:
+        problems.append(
+            Problem(
+                "launch.processes_per_node",
+                f"{per_node} processes per node, but {machine.machine_type} has {machine.gpu_count} GPUs",
+                f"use at most {machine.gpu_count} processes per node",
+            )
+        )
+    if not settings.compute and not machine.machine_type:
+        problems.append(
+            Problem(
+                "primary.machine",
+                "serverless compute needs a VM size, and the job names no machine",
+                "set primary.machine (e.g. `A100:8` or `Standard_ND96asr_v4`), or name a cluster with "
+                "targets.azureml.compute",
+            )
+        )
+    if not pool.command:
+        problems.append(Problem("command", "an Azure ML command job needs a command", "set `command`"))
+    if not pool.image and not settings.environment:
+        problems.append(
+            Problem(
+                "image",
+                "Azure ML needs an environment for the job",
+                "set `image`, or a registered environment in targets.azureml.environment (azureml:<name>:<version>)",
+            )
+        )
+    if settings.environment and not (
+        _NAMED_ENVIRONMENT.fullmatch(settings.environment) or _ARM_ENVIRONMENT.fullmatch(settings.environment)
+    ):
+        problems.append(
+            Problem(
+                "targets.azureml.environment",
+                f"{settings.environment!r} is not a pinned environment reference",
+                "write azureml:<name>:<version> (an `@latest` label needs a lookup at submit time, so it is not "
+                "accepted: pin the version)",
+            )
+        )
+    if job.scheduling.spot and settings.job_tier not in (None, "spot"):
+        problems.append(
+            Problem(
+                "targets.azureml.job_tier",
+                f"scheduling.spot asks for spot capacity, but job_tier is {settings.job_tier}",
+                "drop one of the two",
+            )
+        )
+    problems += _unexpressible(job)
+    if problems:
+        return None, problems
+    assert pool.command is not None  # checked above
+    plan = _Plan(
+        nodes=nodes,
+        processes_per_node=per_node,
+        launcher_processes=launcher,
+        framework=framework,
+        machine=machine,
+        command=[*pool.command, *pool.args],
+        image=pool.image,
+        env=dict(pool.env),
+    )
+    return plan, []
+
+
+def _apply_v1(
+    job: TrainingJob, config: PyTorchConfiguration | MpiConfiguration | TensorflowConfiguration, gpus: int
+) -> tuple[int, int, str, list[Problem]]:
+    """Nodes, processes Azure starts per node, and framework from a v1 config; conflicts with the spec."""
+    path = "targets.azureml.distributed_job_config"
+    problems: list[Problem] = []
+    if isinstance(config, PyTorchConfiguration):
+        nodes, framework = config.node_count, "pytorch"
+        total = config.process_count or config.node_count
+        if total % nodes:
+            problems.append(
+                Problem(
+                    f"{path}.process_count",
+                    f"{total} processes cannot be spread evenly over {nodes} nodes (process_count is the total)",
+                    f"use a multiple of {nodes}, e.g. {nodes * max(gpus, 1)}",
+                )
+            )
+        per_node = max(total // nodes, 1)
+    elif isinstance(config, MpiConfiguration):
+        nodes, per_node, framework = config.node_count, config.process_count_per_node, "mpi"
+    else:
+        nodes, per_node, framework = config.worker_count, 1, "tensorflow"
+    if "workers" in job.model_fields_set and job.nodes != nodes:
+        problems.append(
+            Problem(
+                path,
+                f"the v1 config asks for {nodes} nodes, but the spec has {job.nodes} (primary + workers.replicas)",
+                f"set workers.replicas: {nodes - 1}, or remove it and let the v1 config decide",
+            )
+        )
+    explicit = job.launch.processes_per_node
+    if explicit is not None and job.launch.mode != "per-node" and explicit != per_node:
+        problems.append(
+            Problem(
+                path,
+                f"the v1 config means {per_node} processes per node, but launch.processes_per_node is {explicit}",
+                "remove one of the two",
+            )
+        )
+    if "framework" in job.launch.model_fields_set and job.launch.framework != framework:
+        problems.append(
+            Problem(
+                path,
+                f"{config.type} is a {framework} distribution, but launch.framework is {job.launch.framework}",
+                "remove one of the two",
+            )
+        )
+    return nodes, per_node, framework, problems
+
+
+def _unexpressible(job: TrainingJob) -> list[Problem]:
+    """Spec features a command job has no field for: refused, never dropped."""
+    problems = []
+    if job.scheduling.max_wait is not None:
+        problems.append(Problem("scheduling.max_wait", "Azure ML command jobs have no queueing deadline", "remove it"))
+    if job.scheduling.max_restarts is not None:
+        problems.append(
+            Problem(
+                "scheduling.max_restarts",
+                "Azure ML command jobs have no restart count",
+                "remove it, and resume from checkpoints in the training code",
+            )
+        )
+    for pool in job.pools():
+        if pool.boot_disk is not None:
+            problems.append(
+                Problem(
+                    f"{pool.role}.boot_disk",
+                    "Azure ML sizes the disk by the VM size; a job cannot choose it",
+                    "remove boot_disk",
+                )
+            )
+            break
+    if job.network is not None:
+        problems.append(
+            Problem(
+                "network",
+                "an Azure ML job joins the virtual network of its compute or workspace, not one of its own",
+                "remove `network`; put the compute cluster (or the workspace's managed network) in the VNet",
+            )
+        )
+    if job.output_dir is not None:
+        problems.append(
+            Problem(
+                "output_dir",
+                "Azure ML outputs are named job outputs that the command must reference; crosstrain does not "
+                "render them yet",
+                "remove output_dir and write to an azureml:// datastore path from the training code",
+            )
+        )
+    if job.identity is not None and _identity(job.identity) is None:
+        problems.append(
+            Problem(
+                "identity",
+                f"{job.identity!r} is not an Azure ML job identity crosstrain can render (a user identity needs "
+                "the submitter's token at submit time)",
+                "use `managed` (the compute's managed identity), a user-assigned identity's client id (a GUID), "
+                "or `aml_token`",
+            )
+        )
+    return problems
+
+
+def _identity(value: str) -> dict[str, str] | None:
+    if value.lower() == "managed":
+        return {"identityType": "Managed"}
+    if _GUID.fullmatch(value):
+        return {"identityType": "Managed", "clientId": value}
+    if value.lower() in ("aml_token", "amltoken"):
+        return {"identityType": "AMLToken"}
+    return None
+
+
+# -- wire helpers ------------------------------------------------------------------------------------------
+def workspace_path(settings: AzureMLSettings) -> str:
+    return (
+        f"/subscriptions/{settings.subscription_id}/resourceGroups/{settings.resource_group}"
+        f"/providers/Microsoft.MachineLearningServices/workspaces/{settings.workspace}"
+    )
+
+
+def anonymous_environment_version(image: str) -> str:
+    """The version azure-ai-ml gives an image-only anonymous environment: sha256 of sha256 of the image."""
+    return hashlib.sha256(hashlib.sha256(image.encode()).hexdigest().encode()).hexdigest()
+
+
+def iso_duration(seconds: int) -> str:
+    """Seconds as the ISO-8601 duration the SDK sends (isodate's form: P1DT1H1M1S, PT2H)."""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = "".join(f"{n}{unit}" for n, unit in ((hours, "H"), (minutes, "M"), (secs, "S")) if n)
+    return f"P{f'{days}D' if days else ''}{'T' + clock if clock else ''}" if days or clock else "PT0S"
+
+
+def seconds_of(duration: str) -> int:
+    """The inverse of `iso_duration`, for the CLI YAML form."""
+    match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?", duration)
+    if not match:
+        raise ValueError(f"not an ISO-8601 duration: {duration!r}")
+    d, h, m, s = (int(g) if g else 0 for g in match.groups())
+    return d * 86400 + h * 3600 + m * 60 + s
+
+
+def _distribution(plan: _Plan) -> dict[str, Any]:
+    if plan.framework == "tensorflow":
+        return {"distributionType": "TensorFlow", "workerCount": plan.nodes, "parameterServerCount": 0}
+    kind = "Mpi" if plan.framework == "mpi" else "PyTorch"
+    return {"distributionType": kind, "processCountPerInstance": plan.processes_per_node}
+
+
+class AzureMLBackend(Backend):
+    """Azure ML command jobs. Example: `crosstrain submit job.yaml -t azureml --set workspace=my-ws`."""
+
+    name = "azureml"
+    title = "Azure Machine Learning"
+    extra = "azureml"
+    settings_model = AzureMLSettings
+    formats = ("json", "az-yaml")
+    capabilities = Capabilities(
+        spot=True,
+        logs=True,
+        dedupes_create=True,  # the job name is chosen at render time and the PUT is create-or-update
+        frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
+    )
+
+    def __init__(self, *, credential: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.credential = credential  # None: DefaultAzureCredential at first use
+
+    # -- render (pure) -------------------------------------------------------------------------------------
+    def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
+        assert isinstance(settings, AzureMLSettings)
+        return _plan(job, settings)[1]
+
+    def _render(self, job: TrainingJob, settings: AzureMLSettings) -> Request:
+        plan, _ = _plan(job, settings)
+        assert plan is not None  # render() refused the job otherwise
+        identity = self.identity(job, settings)
+        workspace = workspace_path(settings)
+        calls: list[HttpCall] = []
+        notes: list[str] = []
+        headers = {"Content-Type": "application/json"}
+        if settings.environment:
+            named = _NAMED_ENVIRONMENT.fullmatch(settings.environment)
+            environment_id = (
+                f"{workspace}/environments/{named['name']}/versions/{named['version']}"
+                if named
+                else settings.environment
+            )
+            if plan.image:
+                notes.append(f"image {plan.image} is not used: targets.azureml.environment names the environment")
+        else:
+            assert plan.image is not None
+            environment_id = (
+                f"{workspace}/environments/{ANONYMOUS_ENVIRONMENT}/versions/{anonymous_environment_version(plan.image)}"
+            )
+            calls.append(
+                HttpCall(
+                    "PUT",
+                    f"{ARM}{environment_id}?api-version={ENVIRONMENT_API_VERSION}",
+                    {"properties": {"image": plan.image, "isAnonymous": True, "isArchived": False}},
+                    headers,
+                    purpose="register the image as an anonymous environment (as azure-ai-ml does); idempotent",
+                )
+            )
+        command = plan.command
+        if plan.launcher_processes is not None:
+            command = launcher_command(command, nproc_per_node=plan.launcher_processes, nnodes=plan.nodes)
+        resources: dict[str, Any] = {"instanceCount": plan.nodes, "properties": {}}
+        if not settings.compute:
+            resources["instanceType"] = plan.machine.machine_type
+        if settings.shm_size:
+            resources["shmSize"] = settings.shm_size
+        if settings.docker_args:
+            resources["dockerArgs"] = settings.docker_args
+        properties: dict[str, Any] = {
+            "jobType": "Command",
+            "displayName": job.name,
+            "experimentName": settings.experiment or job.name,
+            "command": shlex.join(command),
+            "environmentId": environment_id,
+            "environmentVariables": plan.env,
+            "inputs": {},
+            "outputs": {},
+            "distribution": _distribution(plan),
+            "resources": resources,
+            "tags": dict(job.labels),
+            "properties": {},
+            "isArchived": False,
+        }
+        if settings.compute:
+            properties["computeId"] = f"{workspace}/computes/{settings.compute}"
+        if job.scheduling.timeout:
+            properties["limits"] = {"jobLimitsType": "Command", "timeout": iso_duration(job.scheduling.timeout)}
+        queue: dict[str, Any] = {}
+        tier = "spot" if job.scheduling.spot else settings.job_tier
+        if tier:
+            queue["jobTier"] = _JOB_TIERS[tier]
+        if settings.priority:
+            queue["priority"] = _PRIORITY[settings.priority]
+        if queue:
+            properties["queueSettings"] = queue
+        if job.identity:
+            properties["identity"] = _identity(job.identity)
+        calls.append(
+            HttpCall(
+                "PUT",
+                f"{ARM}{workspace}/jobs/{identity}?api-version={API_VERSION}",
+                {"properties": properties},
+                headers,
+                purpose="create the command job; the name is fixed, so a repeated PUT finds the same job",
+            )
+        )
+        if plan.nodes > 1 and plan.machine.gpu_count and not plan.machine.infiniband:
+            notes.append(
+                f"{plan.machine.machine_type} has no InfiniBand: multi-node GPU training will be slow over "
+                "Ethernet; prefer an RDMA size with an `r` (e.g. Standard_ND96asr_v4, Standard_ND96isr_H100_v5)"
+            )
+        if settings.compute and plan.machine.machine_type:
+            notes.append(
+                f"the VM size is the one of cluster {settings.compute}; {plan.machine.machine_type} is used only "
+                "for process counts and checks"
+            )
+        return Request("azureml", identity, job.name, tuple(calls), settings.model_dump(mode="json"), tuple(notes))
+
+    def format(self, request: Request, fmt: str) -> str:
+        if fmt != "az-yaml":
+            return super().format(request, fmt)
+        import yaml
+
+        return yaml.safe_dump(cli_yaml(request), sort_keys=False, allow_unicode=True, width=120)
+
+    # -- submit (sends) ------------------------------------------------------------------------------------
+    def _client(self, ref: Mapping[str, Any]) -> Any:
+        """An MLClient for the workspace; the credential is asked for a token only with the first call."""
+        ml = require_sdk("azure.ai.ml")
+        credential = self.credential
+        if credential is None:
+            credential = require_sdk("azure.identity").DefaultAzureCredential()
+        kwargs: dict[str, Any] = {"retry_total": 0}  # crosstrain.retry is the one retry policy
+        if self.transport is not None:
+            kwargs["transport"] = self.transport
+        return ml.MLClient(credential, ref["subscription_id"], ref["resource_group"], ref["workspace"], **kwargs)
+
+    def send(self, request: Request) -> JobHandle:
+        settings = request.settings
+        ml = self._client(settings)
+        pipeline = ml.jobs.service_client_01_2025_preview  # the MLClient's authenticated ARM pipeline
+        code, answer = 0, dict[str, Any]()
+        for call in request.calls:
+            code, answer = self.retry.create(
+                functools.partial(_send, pipeline, call), dedupes=True, adopt=functools.partial(_adopt, pipeline, call)
+            )
+        job_url = request.create.url
+        studio = ((answer.get("properties") or {}).get("services") or {}).get("Studio") or {}
+        return JobHandle(
+            "azureml",
+            request.identity,
+            request.identity,
+            console_url=studio.get("endpoint") or studio_url(settings, request.identity),
+            ref={
+                "subscription_id": settings["subscription_id"],
+                "resource_group": settings["resource_group"],
+                "workspace": settings["workspace"],
+                "url": job_url,
+            },
+            adopted=code == 200,
+        )
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        ml = self._client(handle.ref)
+        job = _azure_call(lambda: ml.jobs.get(handle.job_id))
+        native = str(getattr(job.status, "value", job.status) or "Unknown")
+        state = STATE_MAP.get(native, JobState.UNKNOWN)
+        message = f"see {handle.console_url}" if state in (JobState.FAILED, JobState.UNKNOWN) else ""
+        return JobStatus(state, native, message)
+
+    def cancel(self, handle: JobHandle) -> None:
+        ml = self._client(handle.ref)
+        _azure_call(lambda: ml.jobs.begin_cancel(handle.job_id).result())
+
+    def logs(self, handle: JobHandle) -> Iterator[str]:
+        """The job's output as `az ml job stream` shows it; ends when the job ends."""
+        import contextlib
+        import io
+
+        ml = self._client(handle.ref)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            try:
+                ml.jobs.stream(handle.job_id)
+            except Exception as exc:  # stream raises when the job failed; the state says that, not the logs
+                if not type(exc).__name__ == "JobException":
+                    raise _translate(exc) from exc
+        yield from out.getvalue().splitlines()
+
+
+def studio_url(settings: Mapping[str, Any], name: str) -> str:
+    wsid = (
+        f"/subscriptions/{settings['subscription_id']}/resourcegroups/{settings['resource_group']}"
+        f"/workspaces/{settings['workspace']}"
+    )
+    return f"https://ml.azure.com/runs/{name}?wsid={wsid}"
+
+
+def require_sdk(module: str) -> Any:
+    from crosstrain.backends import require
+
+    return require(module, "azureml")
+
+
+def _send(pipeline: Any, call: HttpCall) -> tuple[int, dict[str, Any]]:
+    """One rendered call through the MLClient's pipeline; errors become crosstrain's retry vocabulary."""
+    from azure.core.rest import HttpRequest
+
+    http = HttpRequest(call.method, call.url, json=call.body, headers=dict(call.headers))
+    response = _azure_call(lambda: pipeline.send_request(http))
+    _raise_for_status(response, call)
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    return response.status_code, body if isinstance(body, dict) else {}
+
+
+def _adopt(pipeline: Any, call: HttpCall) -> tuple[int, dict[str, Any]] | None:
+    """After a PUT whose answer was lost: GET the resource; if it exists, the PUT was accepted."""
+    from azure.core.rest import HttpRequest
+
+    response = _azure_call(lambda: pipeline.send_request(HttpRequest("GET", call.url)))
+    if response.status_code == 404:
+        return None
+    _raise_for_status(response, call)
+    return 200, response.json()
+
+
+def _raise_for_status(response: Any, call: HttpCall) -> None:
+    from crosstrain.retry import parse_retry_after
+
+    code = response.status_code
+    if code < 400:
+        return
+    try:
+        detail = (response.json().get("error") or {}).get("message", "")
+    except (ValueError, AttributeError):
+        detail = response.text()[:300] if callable(getattr(response, "text", None)) else ""
+    message = f"{code} from {call.method} {call.url.split('?')[0]}: {detail}".rstrip(": ")
+    if code in (429, 503):
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        raise TransientError(message, accepted=False, retry_after=retry_after)
+    if code in (500, 502, 504, 408):
+        raise TransientError(message, accepted=None)
+    raise SubmitError(message)
+
+
+def _azure_call(fn: Any) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        raise _translate(exc) from exc
+
+
+def _translate(exc: Exception) -> Exception:
+    """azure-core's exceptions -> crosstrain's (by class name, so nothing imports azure.core here)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "ServiceRequestError" in names:  # the request never reached the service
+        return TransientError(f"could not reach Azure: {exc}", accepted=False)
+    if "ServiceResponseError" in names:  # sent, but the answer was lost
+        return TransientError(f"no answer from Azure: {exc}", accepted=None)
+    if "HttpResponseError" in names:
+        code = getattr(exc, "status_code", None)
+        response = getattr(exc, "response", None)
+        if code in (429, 503):
+            from crosstrain.retry import parse_retry_after
+
+            after = parse_retry_after(response.headers.get("Retry-After")) if response is not None else None
+            return TransientError(f"{code} from Azure: {exc}", accepted=False, retry_after=after)
+        if code in (500, 502, 504, 408):
+            return TransientError(f"{code} from Azure: {exc}", accepted=None)
+        return SubmitError(f"Azure refused the call: {exc}")
+    return exc
+
+
+# -- the CLI v2 YAML form ----------------------------------------------------------------------------------
+def cli_yaml(request: Request) -> dict[str, Any]:
+    """The rendered job as Azure ML CLI v2 YAML (`az ml job create -f`), derived from the request itself."""
+    props = request.create.body["properties"]
+    images = {c.url.split("?")[0].removeprefix(ARM): c.body["properties"]["image"] for c in request.calls[:-1]}
+    env_id = props["environmentId"]
+    if env_id in images:
+        environment: Any = {"image": images[env_id]}
+    else:
+        match = re.search(r"/environments/([^/]+)/versions/([^/]+)$", env_id)
+        environment = f"azureml:{match[1]}:{match[2]}" if match else env_id
+    out: dict[str, Any] = {
+        "$schema": CLI_SCHEMA,
+        "type": "command",
+        "name": request.identity,
+        "display_name": props["displayName"],
+        "experiment_name": props["experimentName"],
+        "command": props["command"],
+        "environment": environment,
+    }
+    if props["environmentVariables"]:
+        out["environment_variables"] = dict(props["environmentVariables"])
+    if "computeId" in props:
+        out["compute"] = "azureml:" + props["computeId"].rsplit("/", 1)[-1]
+    dist = props["distribution"]
+    if dist["distributionType"] == "TensorFlow":
+        out["distribution"] = {
+            "type": "tensorflow",
+            "worker_count": dist["workerCount"],
+            "parameter_server_count": dist["parameterServerCount"],
+        }
+    else:
+        out["distribution"] = {
+            "type": dist["distributionType"].lower(),
+            "process_count_per_instance": dist["processCountPerInstance"],
+        }
+    wire_names = {
+        "instanceCount": "instance_count",
+        "instanceType": "instance_type",
+        "shmSize": "shm_size",
+        "dockerArgs": "docker_args",
+    }
+    out["resources"] = {
+        snake: props["resources"][camel] for camel, snake in wire_names.items() if camel in props["resources"]
+    }
+    if "limits" in props:
+        out["limits"] = {"timeout": seconds_of(props["limits"]["timeout"])}
+    if "queueSettings" in props:
+        queue = props["queueSettings"]
+        out["queue_settings"] = {}
+        if "jobTier" in queue:
+            out["queue_settings"]["job_tier"] = queue["jobTier"].lower()
+        if "priority" in queue:
+            out["queue_settings"]["priority"] = {v: k for k, v in _PRIORITY.items()}[queue["priority"]]
+    if "identity" in props:
+        identity = props["identity"]
+        kind = {"Managed": "managed", "AMLToken": "aml_token"}[identity["identityType"]]
+        out["identity"] = {"type": kind, **({"client_id": identity["clientId"]} if "clientId" in identity else {})}
+    if props["tags"]:
+        out["tags"] = dict(props["tags"])
+    return out

@@ -1,0 +1,674 @@
+"""`vertex`: Vertex AI CustomJobs, with Reduction Server, through `google.cloud.aiplatform_v1.JobServiceClient`.
+
+Render builds the `customJobs.create` call in the API's own JSON encoding (camelCase, int64 as strings,
+durations as `"<seconds>s"`, enums by name). Vertex has no idempotency key, so the render-time identity goes
+into a label (`crosstrain-id`); submit lists jobs by that label before the first create and before retrying a
+create whose outcome is unknown, and adopts the job it finds instead of making a second one.
+
+Pool positions are Vertex's: [0] primary (one replica), [1] workers, [2] reduction server or parameter
+servers, [3] evaluators; a skipped pool before a used one is `{}`, trailing empty pools are left out.
+Sources: ../shared/reference/google.md sections 1, 2 and 5.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode, urlparse
+
+from pydantic import field_validator
+
+from crosstrain import catalog
+from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels
+from crosstrain.backends.base import (
+    Backend,
+    Capabilities,
+    HttpCall,
+    JobHandle,
+    JobState,
+    JobStatus,
+    Request,
+    launcher_command,
+)
+from crosstrain.errors import Problem, SubmitError, TransientError
+from crosstrain.settings import TargetSettings, setting
+
+if TYPE_CHECKING:
+    from crosstrain.spec import PoolView, TrainingJob
+
+STATE_MAP = {
+    "JOB_STATE_UNSPECIFIED": JobState.UNKNOWN,
+    "JOB_STATE_QUEUED": JobState.QUEUED,
+    "JOB_STATE_PENDING": JobState.QUEUED,
+    "JOB_STATE_PAUSED": JobState.QUEUED,
+    "JOB_STATE_RUNNING": JobState.RUNNING,
+    "JOB_STATE_UPDATING": JobState.RUNNING,
+    "JOB_STATE_SUCCEEDED": JobState.SUCCEEDED,
+    "JOB_STATE_PARTIALLY_SUCCEEDED": JobState.FAILED,
+    "JOB_STATE_FAILED": JobState.FAILED,
+    "JOB_STATE_EXPIRED": JobState.FAILED,
+    "JOB_STATE_CANCELLING": JobState.CANCELLING,
+    "JOB_STATE_CANCELLED": JobState.CANCELLED,
+}
+
+REDUCTION_SERVER_IMAGE = "{geo}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+
+# Region prefix -> the reduction-server image's multi-region (the docs: "pick the multi-region nearest").
+_NEAREST_GEO = (
+    (("europe-", "me-", "africa-"), "europe"),
+    (("asia-", "australia-"), "asia"),
+)
+
+# ---- Reduction Server sizing -------------------------------------------------------------------------------
+# Maximum egress bandwidth per node, in Gbps. Sources:
+#   [vertex] https://cloud.google.com/vertex-ai/docs/training/distributed-training#reduce_training_time_with_reduction_server
+#            (seed 004): n1-highmem-96 + 8 x V100 = 100 Gbps; n1-highcpu-16 = 32 Gbps.
+#   [gpu-bw] https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth : A2/G2 up to 100 Gbps by machine
+#            type; A3 High 1,000, A3 Mega 1,800, A3 Ultra 3,600; N1 + P100/P4 32; N1 + T4/V100 up to 100 by GPU
+#            and vCPU count. Per machine type figures below A2/G2/N1 maxima are from the same page as recorded in
+#            ../shared/reference/google.md section 2 (marked UNVERIFIED there).
+#   [egress] https://cloud.google.com/compute/docs/network-bandwidth : general-purpose VMs get 2 Gbps per vCPU,
+#            at most 32 Gbps without Tier_1 networking (N1/N2 with >= 16 vCPUs: 32 Gbps).
+GPU_MACHINE_EGRESS_GBPS: Mapping[str, int] = {
+    "a2-highgpu-1g": 24,
+    "a2-highgpu-2g": 32,
+    "a2-highgpu-4g": 50,
+    "a2-highgpu-8g": 100,
+    "a2-megagpu-16g": 100,
+    "a2-ultragpu-1g": 24,
+    "a2-ultragpu-2g": 32,
+    "a2-ultragpu-4g": 50,
+    "a2-ultragpu-8g": 100,
+    "a3-highgpu-8g": 1000,
+    "a3-megagpu-8g": 1800,
+    "a3-ultragpu-8g": 3600,
+    "g2-standard-4": 10,
+    "g2-standard-8": 16,
+    "g2-standard-12": 16,
+    "g2-standard-16": 32,
+    "g2-standard-24": 32,
+    "g2-standard-32": 32,
+    "g2-standard-48": 50,
+    "g2-standard-96": 100,
+}
+#: N1 machines with attached GPUs: (GPU kind, GPUs per node) -> Gbps. P100 is 32 at any count.
+N1_GPU_EGRESS_GBPS: Mapping[tuple[str, int], int] = {
+    ("V100", 1): 24,
+    ("V100", 2): 32,
+    ("V100", 4): 50,
+    ("V100", 8): 100,
+    ("P100", 1): 32,
+    ("P100", 2): 32,
+    ("P100", 4): 32,
+}
+#: CPU machine families whose egress is 2 Gbps per vCPU up to 32 Gbps.
+_CPU_FAMILIES = ("n1-", "n2-", "n2d-", "c2-", "c2d-")
+_CPU_MAX_GBPS = 32
+
+
+def egress_gbps(machine_type: str, gpu: str | None = None, gpu_count: int = 0) -> int | None:
+    """A node's maximum egress bandwidth in Gbps, or None where crosstrain's table has no figure."""
+    if machine_type in GPU_MACHINE_EGRESS_GBPS:
+        return GPU_MACHINE_EGRESS_GBPS[machine_type]
+    if gpu:
+        return N1_GPU_EGRESS_GBPS.get((gpu, gpu_count)) if machine_type.startswith("n1-") else None
+    vcpus = re.fullmatch(r"[a-z0-9]+-[a-z]+-(\d+)", machine_type)
+    if machine_type.startswith(_CPU_FAMILIES) and vcpus:
+        return min(2 * int(vcpus.group(1)), _CPU_MAX_GBPS)
+    return None
+
+
+class VertexSettings(TargetSettings):
+    project: str = setting(
+        description="Google Cloud project that runs the job.",
+        env=("CLOUDSDK_CORE_PROJECT", "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT"),
+    )
+    region: str = setting(
+        "us-central1",
+        description="Vertex AI region; the job is created on that region's endpoint.",
+        env=("CLOUDSDK_AI_REGION", "GOOGLE_CLOUD_REGION"),
+    )
+    service_account: str | None = setting(
+        None, description="Service account the job runs as; overrides the job's `identity`."
+    )
+    network: str | None = setting(
+        None,
+        description="VPC to peer with, projects/{project number}/global/networks/{name}; overrides `network`.",
+    )
+    base_output_dir: str | None = setting(
+        None, description="gs:// prefix for AIP_MODEL_DIR and friends; overrides the job's `output_dir`."
+    )
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        # The region becomes part of the endpoint's host name, so a typo must not become a request elsewhere.
+        if not re.fullmatch(r"[a-z]+(-[a-z0-9]+)+", value):
+            raise ValueError(f"{value!r} is not a Google Cloud region, e.g. us-central1 or europe-west4")
+        return value
+
+
+@dataclass(frozen=True)
+class _Machine:
+    machine_type: str
+    gpu: str | None
+    gpu_count: int
+    accelerator: str | None
+
+
+class VertexBackend(Backend):
+    """Vertex AI CustomJobs. Example: `crosstrain submit job.yaml --target vertex --set project=my-proj`."""
+
+    name = "vertex"
+    title = "Vertex AI custom training"
+    extra = "vertex"
+    settings_model = VertexSettings
+    formats = ("json", "gcloud")
+    capabilities = Capabilities(
+        reduction_server=True,
+        parameter_servers=True,
+        evaluators=True,
+        per_pool_images=True,
+        per_pool_machines=True,
+        per_pool_commands=True,
+        spot=True,
+        logs=True,
+        frameworks=frozenset({"pytorch", "tensorflow"}),
+    )
+
+    # -- render (pure) -------------------------------------------------------------------------------------
+    def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
+        problems = label_problems(job)
+        machines: dict[str, _Machine] = {}
+        for pool in job.pools():
+            if not pool.image:
+                problems.append(
+                    Problem(f"{pool.role}.image", "Vertex AI needs a container image for every pool", "set `image`")
+                )
+            try:
+                machines[pool.role] = _resolve(pool)
+            except catalog.CatalogError as error:
+                problems.append(error.problem)
+        problems += self._launch_problems(job, machines)
+        if job.reduction_server:
+            problems += _reduction_server_problems(job, machines)
+        if job.scheduling.spot and job.scheduling.max_wait:
+            problems.append(
+                Problem(
+                    "scheduling.max_wait",
+                    "Vertex AI waits for capacity (max_wait) only with the FLEX_START strategy, not with spot",
+                    "remove `scheduling.max_wait` or `scheduling.spot`",
+                )
+            )
+        return problems
+
+    @staticmethod
+    def _launch_problems(job: TrainingJob, machines: Mapping[str, _Machine]) -> list[Problem]:
+        problems = []
+        for role in ("primary", "workers"):
+            machine = machines.get(role)
+            if machine is None:
+                continue
+            processes = job.processes_per_node(machine.gpu_count)
+            if job.launch.mode == "per-process" and processes > 1:
+                problems.append(
+                    Problem(
+                        "launch.mode",
+                        f"Vertex AI starts one process per node, not the {processes} per node of {role}",
+                        "use launch.mode auto or per-node (crosstrain's launcher starts one process per GPU), "
+                        "or set launch.processes_per_node: 1 and start them yourself",
+                    )
+                )
+            if _wraps(job, machine) and not _pool(job, role).command:
+                problems.append(
+                    Problem(
+                        f"{role}.command",
+                        "crosstrain's per-node launcher needs the command to start on each GPU, and the job "
+                        "leaves it to the image's entrypoint",
+                        "set `command`, or launch.mode: per-process with processes_per_node: 1",
+                    )
+                )
+        return problems
+
+    def _render(self, job: TrainingJob, settings: VertexSettings) -> Request:
+        identity = self.identity(job, settings)
+        notes: list[str] = []
+        pools: list[dict[str, Any]] = [{}, {}, {}, {}]
+        for pool in job.pools():
+            machine = _resolve(pool)
+            index = {"primary": 0, "workers": 1, "parameter_servers": 2, "evaluators": 3}[pool.role]
+            command = pool.command
+            if pool.role in ("primary", "workers") and _wraps(job, machine) and command:
+                processes = job.processes_per_node(machine.gpu_count)
+                command = launcher_command(command, nproc_per_node=processes)
+                if pool.role == "primary":
+                    notes.append(
+                        f"Vertex AI starts one process per node: the command runs under crosstrain's launcher, "
+                        f"which starts {processes} per node (the image needs crosstrain installed)"
+                    )
+            pools[index] = _pool_spec(pool.replicas, machine, pool, command)
+        if job.reduction_server:
+            sized = _reducer_count(job, {p.role: _resolve(p) for p in job.pools()})
+            assert sized is not None, "platform_refusals lets no unsized reduction server through"
+            replicas, why = sized
+            notes.append(why)
+            image = job.reduction_server.image or reduction_server_image(settings.region)
+            pools[2] = {
+                "replicaCount": str(replicas),
+                "machineSpec": {"machineType": job.reduction_server.machine_type},
+                "containerSpec": {"imageUri": image},
+            }
+        while not pools[-1]:
+            pools.pop()
+        job_spec: dict[str, Any] = {"workerPoolSpecs": pools}
+        scheduling = _scheduling(job, notes)
+        if scheduling:
+            job_spec["scheduling"] = scheduling
+        service_account = settings.service_account or job.identity
+        if service_account:
+            job_spec["serviceAccount"] = service_account
+        network = settings.network or job.network
+        if network:
+            job_spec["network"] = network
+        output = settings.base_output_dir or job.output_dir
+        if output:
+            job_spec["baseOutputDirectory"] = {"outputUriPrefix": output}
+        body = {"displayName": job.name, "labels": labels(job, identity), "jobSpec": job_spec}
+        parent = f"projects/{settings.project}/locations/{settings.region}"
+        base = f"https://{settings.region}-aiplatform.googleapis.com/v1/{parent}/customJobs"
+        find = HttpCall(
+            "GET",
+            f"{base}?{urlencode({'filter': _label_filter(identity)})}",
+            purpose="find a job with this identity: a repeated submit adopts it (Vertex has no idempotency key)",
+        )
+        create = HttpCall(
+            "POST",
+            base,
+            body,
+            {"Content-Type": "application/json"},
+            purpose="create the job; a retry whose outcome is unknown looks for the identity label first",
+        )
+        return Request("vertex", identity, job.name, (find, create), settings.model_dump(mode="json"), tuple(notes))
+
+    def format(self, request: Request, fmt: str) -> str:
+        if fmt == "gcloud":
+            return gcloud_command(request)
+        return super().format(request, fmt)
+
+    # -- submit (sends) ------------------------------------------------------------------------------------
+    def _client(self, endpoint: str) -> Any:
+        """The GAPIC client on the job's regional endpoint, REST transport, Application Default Credentials."""
+        if self.transport is not None:
+            return self.transport
+        require_sdk()
+        from google.api_core.client_options import ClientOptions
+        from google.cloud.aiplatform_v1 import JobServiceClient
+
+        with _translated_errors():
+            return JobServiceClient(transport="rest", client_options=ClientOptions(api_endpoint=endpoint))
+
+    def send(self, request: Request) -> JobHandle:
+        types = require_sdk()
+        create = request.create
+        url = urlparse(create.url)
+        parent = url.path.removeprefix("/v1/").removesuffix("/customJobs")
+        client = self._client(url.netloc)
+        custom_job = types.CustomJob.from_json(json.dumps(create.body))  # unknown fields are errors
+        identity_label = create.body.get("labels", {}).get(IDENTITY_LABEL)
+
+        def find() -> Any:
+            if not identity_label:
+                return None
+            with _translated_errors():
+                query = {"parent": parent, "filter": _label_filter(identity_label)}
+                pager = client.list_custom_jobs(request=query, retry=None)
+                found = [job for job in pager if job.labels.get(IDENTITY_LABEL) == identity_label]
+            return min(found, key=lambda job: job.create_time) if found else None
+
+        def send_create() -> Any:
+            with _translated_errors():
+                return client.create_custom_job(parent=parent, custom_job=custom_job, retry=None)
+
+        # A job that carries the identity already is an earlier submit of the same spec: adopt it. After a
+        # create whose answer was lost, the same lookup finds this submit's own job.
+        existing = self.retry.poll(find)
+        created = existing if existing is not None else self.retry.create(send_create, dedupes=False, adopt=find)
+        return _handle(request.identity, created.name, url.netloc, adopted=existing is not None)
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        client = self._client(handle.ref["endpoint"])
+        with _translated_errors():
+            job = client.get_custom_job(name=handle.ref["name"], retry=None)
+        native = job.state.name
+        return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, job.error.message)
+
+    def cancel(self, handle: JobHandle) -> None:
+        client = self._client(handle.ref["endpoint"])
+
+        def cancel() -> None:
+            with _translated_errors():
+                client.cancel_custom_job(name=handle.ref["name"], retry=None)
+
+        self.retry.poll(cancel)
+
+    def logs(self, handle: JobHandle) -> Iterator[str]:
+        """Where the logs are: Cloud Logging's filter for the job and a Logs Explorer link (no SDK needed)."""
+        project = handle.ref["name"].split("/")[1]
+        query = f'resource.type="ml_job"\nresource.labels.job_id="{handle.job_id}"'
+        yield f"Cloud Logging filter: {query.replace(chr(10), ' AND ')}"
+        explorer = f"https://console.cloud.google.com/logs/query;query={quote(query, safe='')}?project={project}"
+        yield f"Logs Explorer: {explorer}"
+        yield f"Console: {handle.console_url}"
+
+
+def require_sdk() -> Any:
+    """`google.cloud.aiplatform_v1.types`, or the install hint."""
+    from crosstrain.backends import require
+
+    return require("google.cloud.aiplatform_v1.types", "vertex")
+
+
+def reduction_server_image(region: str) -> str:
+    """The reduction-server image in the multi-region nearest `region` (us, europe or asia)."""
+    for prefixes, geo in _NEAREST_GEO:
+        if region.startswith(prefixes):
+            return REDUCTION_SERVER_IMAGE.format(geo=geo)
+    return REDUCTION_SERVER_IMAGE.format(geo="us")
+
+
+def _label_filter(identity: str) -> str:
+    """The list filter (AIP-160) for jobs carrying `identity` in the identity label."""
+    return f'labels.{IDENTITY_LABEL}="{identity}"'
+
+
+def _pool(job: TrainingJob, role: str) -> PoolView:
+    return next(p for p in job.pools() if p.role == role)
+
+
+def _resolve(pool: PoolView) -> _Machine:
+    machine = pool.machine
+    accel = machine.accelerator if machine else None
+    resolved = catalog.resolve(
+        "vertex",
+        machine_type=machine.type if machine else None,
+        gpu=accel.type if accel else None,
+        gpu_count=accel.count if accel else None,
+        path=pool.machine_path,
+    )
+    if resolved.machine_type is None:
+        raise catalog.CatalogError(
+            Problem(
+                pool.machine_path,
+                f"Vertex AI needs a machine for {pool.role}",
+                "set it, e.g. `machine: n1-standard-8` or `machine: A100:8`",
+            )
+        )
+    return _Machine(resolved.machine_type, resolved.gpu, resolved.gpu_count, resolved.accelerator)
+
+
+def _wraps(job: TrainingJob, machine: _Machine) -> bool:
+    """Whether a training pool's command runs under crosstrain's per-node launcher."""
+    if job.launch.framework != "pytorch":
+        return False
+    if job.launch.mode == "per-node":
+        return True
+    return job.launch.mode == "auto" and job.processes_per_node(machine.gpu_count) > 1
+
+
+def _pool_spec(replicas: int, machine: _Machine, pool: PoolView, command: list[str] | None) -> dict[str, Any]:
+    machine_spec: dict[str, Any] = {"machineType": machine.machine_type}
+    if machine.accelerator and machine.gpu_count:
+        machine_spec["acceleratorType"] = machine.accelerator
+        machine_spec["acceleratorCount"] = machine.gpu_count
+    container: dict[str, Any] = {"imageUri": pool.image}
+    if command:
+        container["command"] = list(command)
+    if pool.args:
+        container["args"] = list(pool.args)
+    if pool.env:
+        container["env"] = [{"name": name, "value": value} for name, value in pool.env.items()]
+    spec: dict[str, Any] = {"replicaCount": str(replicas), "machineSpec": machine_spec, "containerSpec": container}
+    disk = pool.boot_disk
+    if disk and (disk.type or disk.size_gb):
+        spec["diskSpec"] = {
+            key: value
+            for key, value in (("bootDiskType", disk.type), ("bootDiskSizeGb", disk.size_gb))
+            if value is not None
+        }
+    return spec
+
+
+def _scheduling(job: TrainingJob, notes: list[str]) -> dict[str, Any]:
+    plan = job.scheduling
+    out: dict[str, Any] = {}
+    if plan.timeout:
+        out["timeout"] = f"{plan.timeout}s"
+    if plan.spot:
+        out["strategy"] = "SPOT"
+    elif plan.max_wait:
+        out["strategy"] = "FLEX_START"
+        out["maxWaitDuration"] = f"{plan.max_wait}s"
+        notes.append("scheduling.max_wait uses Vertex AI's FLEX_START strategy (Dynamic Workload Scheduler)")
+    if plan.max_restarts == 0:
+        out["disableRetries"] = True
+    elif plan.max_restarts is not None:
+        if job.nodes > 1:
+            out["restartJobOnWorkerRestart"] = True
+        notes.append(
+            f"Vertex AI decides how often to restart a failed replica: scheduling.max_restarts {plan.max_restarts} "
+            "allows restarts"
+            + (", and restarting one replica restarts every replica (DDP cannot rejoin alone)" if job.nodes > 1 else "")
+        )
+    return out
+
+
+def _reduction_server_problems(job: TrainingJob, machines: Mapping[str, _Machine]) -> list[Problem]:
+    server = job.reduction_server
+    assert server is not None
+    problems = []
+    if job.parameter_servers:
+        problems.append(
+            Problem(
+                "parameter_servers",
+                "Vertex AI runs the reduction server in pool 2, where parameter servers would go",
+                "remove `parameter_servers` or `reduction_server`",
+            )
+        )
+    training = [machines[r] for r in ("primary", "workers") if r in machines]
+    if training and not all(m.gpu_count for m in training):
+        problems.append(
+            Problem(
+                "reduction_server",
+                "the reduction server speeds up NCCL all-reduce between GPU nodes, and the training pools have no GPUs",
+                "give primary and workers GPUs (e.g. `machine: A100:8`), or remove `reduction_server`",
+            )
+        )
+    if job.nodes < 2:
+        problems.append(
+            Problem(
+                "reduction_server",
+                "the reduction server speeds up all-reduce between nodes, and this job has one node",
+                "add `workers.replicas`, or remove `reduction_server`",
+            )
+        )
+    reducer = catalog.resolve("vertex", machine_type=server.machine_type, gpu=None, gpu_count=None)
+    if reducer.gpu:
+        problems.append(
+            Problem(
+                "reduction_server.machine_type",
+                f"{server.machine_type} carries GPUs; reducers run on CPU machines",
+                "use n1-highcpu-16 (the recommended reducer)",
+            )
+        )
+    sizable = "primary" in machines and (not job.workers.replicas or "workers" in machines)
+    if server.replicas == "auto" and sizable and not problems and _reducer_count(job, machines) is None:
+        problems.append(_unsized(job, machines))
+    return problems
+
+
+def _unsized(job: TrainingJob, machines: Mapping[str, _Machine]) -> Problem:
+    server = job.reduction_server
+    assert server is not None
+    training = [machines[role] for role in ("primary", "workers") if role in machines]
+    unknown = [m.machine_type for m in training if egress_gbps(m.machine_type, m.gpu, m.gpu_count) is None]
+    if egress_gbps(server.machine_type) is None:
+        unknown.append(server.machine_type)
+    return Problem(
+        "reduction_server.replicas",
+        f"crosstrain's bandwidth table has no egress figure for {', '.join(dict.fromkeys(unknown))}, so "
+        '"auto" cannot size the reducers',
+        "set reduction_server.replicas to a number (reducers x reducer Gbps >= nodes x node Gbps)",
+    )
+
+
+def _reducer_count(job: TrainingJob, machines: Mapping[str, _Machine]) -> tuple[int, str] | None:
+    """Reducers so that their total egress matches or exceeds that of pools 0 and 1, and the reasoning."""
+    server = job.reduction_server
+    assert server is not None
+    if server.replicas != "auto":
+        return server.replicas, f"reduction server: {server.replicas} x {server.machine_type} as the job asks"
+    training = 0
+    parts = []
+    for role, count in (("primary", 1), ("workers", job.workers.replicas)):
+        if not count:
+            continue
+        m = machines[role]
+        gbps = egress_gbps(m.machine_type, m.gpu, m.gpu_count)
+        if gbps is None:
+            return None
+        training += count * gbps
+        parts.append(f"{count} x {m.machine_type} at {gbps} Gbps")
+    reducer = egress_gbps(server.machine_type)
+    if reducer is None:
+        return None
+    replicas = math.ceil(training / reducer)
+    return replicas, (
+        f"reduction_server.replicas auto: {' + '.join(parts)} = {training} Gbps; {server.machine_type} gives "
+        f"{reducer} Gbps, so {replicas} reducers ({replicas * reducer} Gbps)"
+    )
+
+
+def _translate(error: BaseException) -> BaseException | None:
+    """A google-api-core or requests error as crosstrain's, saying whether the request can have been accepted."""
+    from google.api_core import exceptions as api
+
+    from crosstrain.retry import parse_retry_after
+
+    if isinstance(error, api.GoogleAPICallError):
+        code = error.code
+        text = f"{int(code) if code is not None else '?'} {error.message}"
+        response = getattr(error, "response", None)
+        headers = getattr(response, "headers", None) or {}
+        if isinstance(error, api.TooManyRequests | api.ServiceUnavailable):
+            return TransientError(text, accepted=False, retry_after=parse_retry_after(headers.get("Retry-After")))
+        if isinstance(error, api.InternalServerError | api.BadGateway | api.GatewayTimeout | api.DeadlineExceeded):
+            return TransientError(text, accepted=None, retry_after=parse_retry_after(headers.get("Retry-After")))
+        return SubmitError(f"Vertex AI refused the call: {text}")
+    import google.auth.exceptions
+    import requests
+
+    if isinstance(error, google.auth.exceptions.DefaultCredentialsError):
+        return SubmitError(f"no Google credentials: {error} (run `gcloud auth application-default login`)")
+    if isinstance(error, requests.exceptions.ConnectTimeout):
+        return TransientError(f"could not connect: {error}", accepted=False)
+    if isinstance(error, requests.exceptions.ConnectionError):
+        # A refused connection never carried the request; a dropped one may have been processed.
+        refused = "NewConnectionError" in repr(error) or "Connection refused" in str(error)
+        return TransientError(f"connection failed: {error}", accepted=False if refused else None)
+    if isinstance(error, requests.exceptions.Timeout):
+        return TransientError(f"timed out waiting for the answer: {error}", accepted=None)
+    return None
+
+
+@contextlib.contextmanager
+def _translated_errors() -> Iterator[None]:
+    try:
+        yield
+    except Exception as error:
+        translated = _translate(error)
+        if translated is None:
+            raise
+        raise translated from error
+
+
+def _handle(identity: str, name: str, endpoint: str, *, adopted: bool) -> JobHandle:
+    _, project, _, location, _, job_id = name.split("/")
+    console = f"https://console.cloud.google.com/vertex-ai/locations/{location}/training/{job_id}?project={project}"
+    return JobHandle("vertex", identity, job_id, console, {"name": name, "endpoint": endpoint}, adopted=adopted)
+
+
+# ---- --format gcloud ---------------------------------------------------------------------------------------
+_FLAG_POOL_KEYS = {"replicaCount", "machineSpec", "containerSpec"}
+_FLAG_SPEC_KEYS = {"workerPoolSpecs", "serviceAccount", "network"}
+
+
+def gcloud_command(request: Request) -> str:
+    """`gcloud ai custom-jobs create` for the request: flags where they express it all, else a `--config` file.
+
+    gcloud applies `--command`/`--args` to every pool and has no flags for env, disks, scheduling or the output
+    directory, so any of those (or a reduction server, whose pool takes no command) needs the config file.
+    """
+    body = request.create.body
+    spec = body["jobSpec"]
+    parent = urlparse(request.create.url).path.split("/")
+    project, region = parent[3], parent[5]
+    head = [
+        "gcloud ai custom-jobs create",
+        f"--project={project}",
+        f"--region={region}",
+        f"--display-name={body['displayName']}",
+        "--labels=" + ",".join(f"{k}={v}" for k, v in body["labels"].items()),
+    ]
+    flags = _pool_flags(spec)
+    if flags is not None:
+        return _shell(head + flags)
+    config = f"{request.identity}.vertex.yaml"
+    import yaml
+
+    text = yaml.safe_dump(spec, sort_keys=False, default_flow_style=False, width=1000)
+    lines = [f"cat > {shlex.quote(config)} <<'EOF'", text.rstrip("\n"), "EOF"]
+    return "\n".join(lines) + "\n" + _shell([*head, f"--config={config}"])
+
+
+def _shell(parts: list[str]) -> str:
+    """One command per line group; the first part is the literal command, the rest are quoted arguments."""
+    return " \\\n  ".join([parts[0], *(shlex.quote(part) for part in parts[1:])])
+
+
+def _pool_flags(spec: Mapping[str, Any]) -> list[str] | None:
+    """One `--worker-pool-spec` per pool plus the job-wide flags, or None where flags cannot say it all."""
+    pools = spec["workerPoolSpecs"]
+    if set(spec) - _FLAG_SPEC_KEYS or any(not pool or set(pool) - _FLAG_POOL_KEYS for pool in pools):
+        return None
+    containers = [pool["containerSpec"] for pool in pools]
+    if any(set(c) - {"imageUri", "command", "args"} for c in containers):
+        return None
+    commands = {json.dumps([c.get("command"), c.get("args")]) for c in containers}
+    if len(commands) > 1 or any("," in part for c in containers for part in c.get("command", []) + c.get("args", [])):
+        return None  # gcloud sends one command to every pool, and splits list flags on commas
+    flags = []
+    for pool in pools:
+        machine = pool["machineSpec"]
+        parts = [f"machine-type={machine['machineType']}", f"replica-count={pool['replicaCount']}"]
+        if "acceleratorType" in machine:
+            parts += [
+                f"accelerator-type={machine['acceleratorType']}",
+                f"accelerator-count={machine['acceleratorCount']}",
+            ]
+        parts.append(f"container-image-uri={pool['containerSpec']['imageUri']}")
+        flags.append("--worker-pool-spec=" + ",".join(parts))
+    command, args = containers[0].get("command"), containers[0].get("args")
+    if command:
+        flags.append("--command=" + ",".join(command))
+    if args:
+        flags.append("--args=" + ",".join(args))
+    for key, flag in (("serviceAccount", "--service-account"), ("network", "--network")):
+        if key in spec:
+            flags.append(f"{flag}={spec[key]}")
+    return flags

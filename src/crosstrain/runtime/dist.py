@@ -1,0 +1,218 @@
+"""Process-group life cycle on top of `detect()`: init with retries, DDP with the right devices, clean exit.
+
+torch and tenacity are imported inside the functions, so `import crosstrain.runtime` stays standard-library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from crosstrain.runtime.env import AzureMLMPI, AzureMLPyTorch, ClusterEnv, ClusterEnvError, SingleProcess, detect
+
+if TYPE_CHECKING:
+    import torch
+    from torch.utils.data import Dataset, DistributedSampler
+
+log = logging.getLogger("crosstrain.runtime")
+
+# Vertex AI starts replicas minutes apart (GiGL raised theirs to 45 minutes for that reason).
+DEFAULT_TIMEOUT = timedelta(minutes=45)
+P2P_OPT_IN = "CROSSTRAIN_NCCL_P2P_DISABLE"
+_current: ClusterEnv | None = None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _apply_nccl_advice(env: ClusterEnv, *, disable_p2p: bool) -> None:
+    """The platforms' NCCL advice, only where the user has not set the variable themselves.
+
+    Azure ML (multi-node): keep NCCL off the docker bridge and loopback (`^docker0,lo`, its GPU guide).
+    `NCCL_P2P_DISABLE=1` only on request (Databricks' fix for GPUs without peer access, e.g. AWS G5).
+    """
+    multi_node = (env.nnodes or 1) > 1
+    if multi_node and env.platform in (AzureMLMPI.name, AzureMLPyTorch.name):
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", "^docker0,lo")
+    if disable_p2p or os.environ.get(P2P_OPT_IN, "") == "1":
+        os.environ.setdefault("NCCL_P2P_DISABLE", "1")
+
+
+def _bind_device(env: ClusterEnv) -> int | None:
+    """`torch.cuda.set_device(local_rank)`; a process that sees exactly one GPU (Databricks' layout, or
+    `CUDA_VISIBLE_DEVICES` set per process) uses that one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    count, local_rank = torch.cuda.device_count(), env.local_rank or 0
+    device = 0 if count == 1 else local_rank
+    if device >= count:
+        raise ClusterEnvError(
+            env.platform,
+            "LOCAL_RANK",
+            f"is {local_rank}, but this process sees {count} GPUs",
+            "start at most one process per visible GPU (--nproc-per-node, process_count_per_instance)",
+        )
+    torch.cuda.set_device(device)
+    return device
+
+
+def _wait_until_resolvable(env: ClusterEnv, timeout: timedelta) -> None:
+    """Cloud DNS names the primary only once its VM is up, and torch's store gives up on a name that never
+    resolves without saying so. Wait (with backoff, up to `timeout`) and fail with the variable's name."""
+    from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+    retrying = Retrying(
+        retry=retry_if_exception_type(socket.gaierror),
+        stop=stop_after_delay(timeout.total_seconds()),
+        wait=wait_exponential(multiplier=0.5, max=10),
+        before_sleep=lambda state: log.warning(
+            "crosstrain.runtime: the primary host %r does not resolve yet; retrying", env.master_addr
+        ),
+    )
+    try:
+        for attempt in retrying:
+            with attempt:
+                socket.getaddrinfo(env.master_addr, env.master_port, type=socket.SOCK_STREAM)
+    except RetryError:
+        raise ClusterEnvError(
+            env.platform,
+            "MASTER_ADDR",
+            f"{env.master_addr!r} did not resolve within {timeout}",
+            "check the primary's host name, or raise init(timeout=...) if replicas start far apart",
+        ) from None
+
+
+def init(
+    backend: str | None = None,
+    timeout: timedelta = DEFAULT_TIMEOUT,
+    *,
+    environ: Mapping[str, str] | None = None,
+    disable_nccl_p2p: bool = False,
+) -> ClusterEnv:
+    """Join the job's process group and return where this process stands in it.
+
+    Detects the platform, exports what `init_method="env://"` reads (overwriting node-level `RANK` and
+    `WORLD_SIZE`), picks nccl with CUDA and gloo without, binds the GPU to the local rank, waits for the
+    primary's host name to resolve, and retries `init_process_group` on network errors until `timeout` has
+    passed (replicas may start minutes apart: torch waits for them within the same `timeout`).
+    Use as `with init() as env:` to destroy the group on the way out, on error too.
+    """
+    global _current
+    import torch
+    import torch.distributed as dist
+    from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+    env = detect(environ)
+    values = env.torch_variables()
+    if env.platform == SingleProcess.name and "MASTER_PORT" not in (os.environ if environ is None else environ):
+        values["MASTER_PORT"] = str(_free_port())
+        env = dataclasses.replace(env, master_port=int(values["MASTER_PORT"]))
+    os.environ.update(values)
+    if dist.is_initialized():
+        _current = env
+        return env
+    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    if backend == "nccl":
+        _apply_nccl_advice(env, disable_p2p=disable_nccl_p2p)
+    device = _bind_device(env) if backend == "nccl" else None
+    log.info("crosstrain.runtime: %s, backend %s, device %s", env.describe(), backend, device)
+    _wait_until_resolvable(env, timeout)
+    # torch waits for the other ranks itself (up to `timeout`); this retries failures that come sooner.
+    retrying = Retrying(
+        retry=retry_if_exception_type((dist.DistNetworkError, ConnectionError, socket.gaierror)),
+        stop=stop_after_delay(timeout.total_seconds()),
+        wait=wait_exponential(multiplier=1, max=30),
+        before_sleep=lambda state: log.warning(
+            "crosstrain.runtime: joining %s:%s failed (%s); retrying",
+            env.master_addr,
+            env.master_port,
+            state.outcome.exception() if state.outcome else "?",
+        ),
+        reraise=True,
+    )
+    for attempt in retrying:
+        with attempt:
+            dist.init_process_group(backend, init_method="env://", timeout=timeout)
+    _current = env
+    return env
+
+
+def current() -> ClusterEnv:
+    """The environment `init()` joined with; `detect()` before that."""
+    return _current if _current is not None else detect()
+
+
+def _initialized() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def is_primary() -> bool:
+    """True on global rank 0 (on node 0 where this is a per-node process): the one that writes checkpoints."""
+    if _initialized():
+        import torch.distributed as dist
+
+        return dist.get_rank() == 0
+    env = current()
+    return (env.rank if env.process_level else env.node_rank) == 0
+
+
+def barrier() -> None:
+    """Wait for every rank; nothing to wait for outside a process group."""
+    if not _initialized():
+        return
+    import torch
+    import torch.distributed as dist
+
+    if dist.get_backend() == "nccl":
+        dist.barrier(device_ids=[torch.cuda.current_device()])
+    else:
+        dist.barrier()
+
+
+def wrap(model: torch.nn.Module, **ddp_options: Any) -> torch.nn.Module:
+    """`model` in DistributedDataParallel, moved to this process's GPU with the matching `device_ids`."""
+    if not _initialized():
+        raise ClusterEnvError(current().platform, "process group", "is not initialized", "call runtime.init() first")
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    if dist.get_backend() == "nccl":
+        device = torch.cuda.current_device()
+        return DistributedDataParallel(model.to(device), device_ids=[device], output_device=device, **ddp_options)
+    return DistributedDataParallel(model, **ddp_options)
+
+
+def sampler(
+    dataset: Dataset[Any], *, shuffle: bool = True, seed: int = 0, drop_last: bool = False
+) -> DistributedSampler[Any]:
+    """A `DistributedSampler` over `dataset` for this rank (the whole dataset outside a process group).
+    Call `.set_epoch(epoch)` on it every epoch so that shuffling differs between epochs."""
+    import torch.distributed as dist
+    from torch.utils.data import DistributedSampler
+
+    world, rank = (dist.get_world_size(), dist.get_rank()) if _initialized() else (1, 0)
+    return DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+
+
+def shutdown() -> None:
+    """Destroy the process group if there is one (safe to call twice, and on error paths)."""
+    global _current
+    if _initialized():
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    _current = None

@@ -1,0 +1,574 @@
+"""The azureml backend against the real azure-ai-ml 1.35.2: what `MLClient.jobs.create_or_update` sends for a job
+must equal what `render()` says, every rendered YAML must load with `azure.ai.ml.load_job`, and submit/status/
+wait/cancel must survive faults injected at the transport with exactly one job.
+
+Golden files: `CROSSTRAIN_UPDATE_GOLDEN=1 pytest tests/backends/test_azureml.py` rewrites
+tests/backends/golden/azureml/*.json from the examples; review the diff like code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import shlex
+import string
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from crosstrain import launch
+from crosstrain.backends import create_backend
+from crosstrain.backends.azureml import (
+    API_VERSION,
+    STATE_MAP,
+    AzureMLBackend,
+    anonymous_environment_version,
+    iso_duration,
+    seconds_of,
+)
+from crosstrain.backends.base import JobState, Request
+from crosstrain.errors import JobFailed, SpecError, Unsupported
+from crosstrain.loader import job_from_dict, load_job
+from crosstrain.retry import RetryPolicy
+from crosstrain.runtime import detect
+from crosstrain.spec import TrainingJob
+from crosstrain.testing.conformance import BASE_JOB, BackendConformance, merge
+from tests.backends.azureml_cloud import FakeAzureML, FakeCredential, Fault
+from tests.conftest import ROOT
+
+SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+WORKSPACE = {"subscription_id": SUBSCRIPTION, "resource_group": "my-rg", "workspace": "my-ws"}
+SETTINGS = {**WORKSPACE, "compute": "gpu-cluster"}
+ARM_WS = (
+    f"/subscriptions/{SUBSCRIPTION}/resourceGroups/my-rg/providers/Microsoft.MachineLearningServices/workspaces/my-ws"
+)
+GOLDEN = Path(__file__).parent / "golden" / "azureml"
+EXAMPLES = sorted(ROOT.glob("examples/azureml-*.yaml"))
+
+
+class TestAzureMLConformance(BackendConformance):
+    target = "azureml"
+    settings = SETTINGS
+    refused = [
+        ({"reduction_server": {"replicas": "auto"}}, "reduction server"),
+        ({"parameter_servers": {"replicas": 1}}, "parameter servers"),
+        ({"evaluators": {"replicas": 1}}, "evaluators"),
+        ({"workers": {"image": "registry.example/other:2.0"}}, "one image on every node"),
+        ({"workers": {"machine": "A100:8"}}, "one machine on every node"),
+        ({"scheduling": {"max_restarts": 2}}, "no restart count"),
+        ({"primary": {"boot_disk": {"size_gb": 100}}}, "disk"),
+        ({"network": "vnet-1"}, "virtual network"),
+        ({"identity": "user"}, "user identity"),
+    ]
+
+
+@pytest.fixture(autouse=True)
+def _quiet_sdk() -> Iterator[None]:
+    """azure-ai-ml logs "experimental class" notices at import and use."""
+    logging.disable(logging.WARNING)
+    yield
+    logging.disable(logging.NOTSET)
+
+
+def job(**changes: Any) -> TrainingJob:
+    return job_from_dict(merge(BASE_JOB, changes))
+
+
+def render(spec: TrainingJob, **settings: Any) -> Request:
+    return create_backend("azureml", environ={}).render(spec, {**SETTINGS, **settings})
+
+
+def body(request: Request) -> dict[str, Any]:
+    props: dict[str, Any] = request.create.body["properties"]
+    return props
+
+
+def sdk_calls(sdk_job: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, Any]]:
+    """What `MLClient.jobs.create_or_update` puts on the wire for `sdk_job` (outside a git repo, where the SDK
+    would add the repo's commit to `properties`; crosstrain's render is the same wherever it runs)."""
+    from azure.ai.ml import MLClient
+
+    monkeypatch.chdir(tmp_path)
+    cloud = FakeAzureML()
+    ml = MLClient(FakeCredential(), SUBSCRIPTION, "my-rg", "my-ws", transport=cloud)
+    ml.jobs.create_or_update(sdk_job)
+    return [(r.method, r.url, r.body) for r in cloud.requests]
+
+
+def rendered_calls(request: Request) -> list[tuple[str, str, Any]]:
+    return [(c.method, c.url, c.body) for c in request.calls]
+
+
+# -- parity with the SDK -----------------------------------------------------------------------------------
+def _cases() -> dict[str, tuple[TrainingJob, dict[str, Any], dict[str, Any]]]:
+    """name -> (spec, settings, the same job written with azure.ai.ml.command's keyword arguments)."""
+    from azure.ai.ml import MpiDistribution, PyTorchDistribution, TensorFlowDistribution
+    from azure.ai.ml.entities import Environment, ManagedIdentityConfiguration
+
+    image = BASE_JOB["image"]
+    common = {
+        "command": "python -m train --epochs 2",
+        "environment": Environment(image=image),
+        "environment_variables": {"NCCL_DEBUG": "INFO"},
+        "instance_count": 3,
+        "timeout": 7200,
+        "tags": {"team": "ml"},
+    }
+    return {
+        "pytorch-per-process": (
+            job(),
+            {},
+            {**common, "compute": "gpu-cluster", "distribution": PyTorchDistribution(process_count_per_instance=4)},
+        ),
+        "pytorch-per-node": (
+            job(launch={"mode": "per-node"}),
+            {},
+            {
+                **common,
+                "command": "python -m crosstrain.launch --nproc-per-node 4 --nnodes 3 -- python -m train --epochs 2",
+                "compute": "gpu-cluster",
+                "distribution": PyTorchDistribution(process_count_per_instance=1),
+            },
+        ),
+        "mpi": (
+            job(launch={"framework": "mpi"}),
+            {"shm_size": "16g", "docker_args": "--ipc=host"},
+            {
+                **common,
+                "compute": "gpu-cluster",
+                "distribution": MpiDistribution(process_count_per_instance=4),
+                "shm_size": "16g",
+                "docker_args": "--ipc=host",
+            },
+        ),
+        "tensorflow": (
+            job(launch={"framework": "tensorflow"}),
+            {"priority": "high"},
+            {
+                **common,
+                "compute": "gpu-cluster",
+                "distribution": TensorFlowDistribution(worker_count=3, parameter_server_count=0),
+                "priority": "high",
+            },
+        ),
+        "named-compute-and-environment": (
+            job(identity="11111111-2222-3333-4444-555555555555", scheduling={"timeout": "1d1h1m1s"}),
+            {"compute": "a100-cluster", "environment": "azureml:my-env:3", "experiment": "crosstrain"},
+            {
+                **common,
+                "environment": "azureml:my-env:3",
+                "compute": "a100-cluster",
+                "experiment_name": "crosstrain",
+                "distribution": PyTorchDistribution(process_count_per_instance=4),
+                "identity": ManagedIdentityConfiguration(client_id="11111111-2222-3333-4444-555555555555"),
+                "timeout": 90061,
+            },
+        ),
+        "serverless-spot": (
+            job(primary={"machine": "H100:8"}, scheduling={"spot": True}),
+            {"compute": None},
+            {
+                **common,
+                "instance_type": "Standard_ND96isr_H100_v5",
+                "job_tier": "Spot",
+                "distribution": PyTorchDistribution(process_count_per_instance=8),
+            },
+        ),
+    }
+
+
+CASES = [
+    "pytorch-per-process",
+    "pytorch-per-node",
+    "mpi",
+    "tensorflow",
+    "named-compute-and-environment",
+    "serverless-spot",
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_create_or_update_sends_what_render_says(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from azure.ai.ml import command
+    from azure.ai.ml import load_job as sdk_load_job
+
+    spec, settings, sdk_kwargs = _cases()[case]
+    request = render(spec, **settings)
+    sdk_kwargs.setdefault("experiment_name", spec.name)
+    by_hand = command(name=request.identity, display_name=spec.name, **sdk_kwargs)
+    assert sdk_calls(by_hand, tmp_path, monkeypatch) == rendered_calls(request)
+
+    # The az-yaml form is the same job: it loads with the SDK's own schema and submits the same calls.
+    backend = create_backend("azureml", environ={})
+    job_file = tmp_path / "job.yml"
+    job_file.write_text(backend.format(request, "az-yaml"))
+    loaded = sdk_load_job(source=job_file)
+    assert loaded._validate().passed
+    assert sdk_calls(loaded, tmp_path, monkeypatch) == rendered_calls(request)
+
+
+def test_the_job_put_goes_to_the_pinned_api_version_and_carries_the_identity() -> None:
+    request = render(job())
+    assert (
+        request.create.url == f"https://management.azure.com{ARM_WS}/jobs/{request.identity}?api-version={API_VERSION}"
+    )
+    assert API_VERSION == "2025-01-01-preview"
+    assert [c.method for c in request.calls] == ["PUT", "PUT"]  # anonymous environment, then the job
+
+
+def test_a_registered_environment_needs_no_environment_call() -> None:
+    request = render(job(), environment="azureml:my-env:3")
+    assert len(request.calls) == 1
+    assert body(request)["environmentId"] == f"{ARM_WS}/environments/my-env/versions/3"
+    assert any("image registry.example/train:1.0 is not used" in n for n in request.notes)
+
+
+def test_anonymous_environment_version_matches_the_sdk() -> None:
+    from azure.ai.ml.entities import Environment
+
+    for image in ("registry.example/train:1.0", "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu22.04:latest"):
+        assert Environment(image=image).version == anonymous_environment_version(image)
+
+
+def test_durations_match_the_sdk_and_round_trip() -> None:
+    import isodate
+
+    for seconds in (1, 59, 60, 3600, 3661, 7200, 5400, 86400, 86401, 90061, 172800, 604800):
+        expected = isodate.duration_isoformat(timedelta(seconds=seconds))
+        assert iso_duration(seconds) == expected
+        assert seconds_of(expected) == seconds
+
+
+# -- the seed's SDK v1 forms -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "config",
+    [
+        "PyTorchConfiguration(process_count=8, node_count=2)",
+        {"type": "PyTorchConfiguration", "process_count": 8, "node_count": 2},
+    ],
+)
+def test_v1_pytorch_configuration_counts_the_total(config: Any) -> None:
+    spec = job(workers=None, launch=None)
+    props = body(render(spec, distributed_job_config=config))
+    assert props["resources"]["instanceCount"] == 2
+    assert props["distribution"] == {"distributionType": "PyTorch", "processCountPerInstance": 4}
+
+
+def test_v1_mpi_configuration_is_per_node() -> None:
+    spec = job(workers=None)
+    config = "MpiConfiguration(process_count_per_node=4, node_count=2)"
+    props = body(render(spec, distributed_job_config=config))
+    assert props["resources"]["instanceCount"] == 2
+    assert props["distribution"] == {"distributionType": "Mpi", "processCountPerInstance": 4}
+
+
+def test_v1_tensorflow_configuration_sets_workers() -> None:
+    props = body(render(job(workers=None), distributed_job_config="TensorflowConfiguration(worker_count=2)"))
+    assert props["distribution"] == {"distributionType": "TensorFlow", "workerCount": 2, "parameterServerCount": 0}
+    assert props["resources"]["instanceCount"] == 2
+
+
+def test_v1_pytorch_configuration_without_process_count_runs_one_per_node() -> None:
+    props = body(render(job(workers=None), distributed_job_config="PyTorchConfiguration(node_count=2)"))
+    assert props["distribution"]["processCountPerInstance"] == 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "config", "words"),
+    [
+        ({}, "PyTorchConfiguration(process_count=8, node_count=2)", "spec has 3"),
+        ({"workers": None}, "PyTorchConfiguration(process_count=7, node_count=2)", "spread evenly"),
+        ({"workers": None, "launch": {"framework": "mpi"}}, "PyTorchConfiguration(node_count=2)", "framework is mpi"),
+        ({"workers": None, "launch": {"processes_per_node": 2}}, "MpiConfiguration(process_count_per_node=4)", "is 2"),
+        (
+            {"workers": None, "launch": {"mode": "per-node"}},
+            "PyTorchConfiguration(process_count=8, node_count=2)",
+            "one process per node",
+        ),
+        ({"workers": None}, "TensorflowConfiguration(worker_count=2, parameter_server_count=1)", "less than or equal"),
+        ({"workers": None}, "DeepSpeedConfiguration(node_count=2)", "not an SDK v1 distribution"),
+    ],
+)
+def test_v1_configurations_that_contradict_the_spec_are_refused(
+    changes: dict[str, Any], config: str, words: str
+) -> None:
+    with pytest.raises(SpecError) as refused:
+        render(job(**changes), distributed_job_config=config)
+    assert words in str(refused.value)
+    assert all(p.path.startswith("targets.azureml.distributed_job_config") for p in refused.value.problems)
+
+
+def test_per_node_command_means_the_seeds_torch_distributed_launch_line() -> None:
+    """The guide's per-node line and our render start the same processes with the same rendezvous."""
+    from torch.distributed.run import get_args_parser
+
+    seed = (
+        "--nproc_per_node 4 --nnodes 2 --node_rank $NODE_RANK --master_addr $MASTER_ADDR "
+        "--master_port $MASTER_PORT train.py --epochs 50"
+    )
+    # What Azure ML's pytorch distribution sets on the second node (azure.md 6.1); the shell expands them.
+    azure_env = {"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.4", "MASTER_PORT": "6105", "WORLD_SIZE": "2"}
+    theirs = get_args_parser().parse_args([string.Template(a).substitute(azure_env) for a in shlex.split(seed)])
+
+    spec = job(command="python train.py", args=["--epochs", "50"], workers={"replicas": 1}, launch={"mode": "per-node"})
+    props = body(render(spec))
+    # Azure starts the launcher once per node and sets WORLD_SIZE = instance_count, NODE_RANK, MASTER_ADDR and
+    # MASTER_PORT for it: the values the seed passes by hand.
+    assert props["distribution"] == {"distributionType": "PyTorch", "processCountPerInstance": 1}
+    assert props["resources"]["instanceCount"] == int(theirs.nnodes) == int(azure_env["WORLD_SIZE"])
+
+    # Run the launcher's own planning on each node, with the variables Azure sets there (LOCAL_RANK and RANK
+    # included: with one process per node they equal 0 and NODE_RANK), and parse what it would exec.
+    argv = shlex.split(props["command"])
+    assert argv[:3] == ["python", "-m", "crosstrain.launch"]
+    options = launch._parse(argv[3:])
+    for node_rank in (0, 1):
+        node_env = {**azure_env, "AZUREML_RUN_ID": "r", "NODE_RANK": str(node_rank), "RANK": str(node_rank)}
+        env = launch.with_node_count(detect({**node_env, "LOCAL_RANK": "0"}), options.nnodes)
+        line = launch.plan(env, options.nproc_per_node, options.command)
+        ours = get_args_parser().parse_args(line[line.index("torch.distributed.run") + 1 :])
+        assert (ours.nnodes, ours.nproc_per_node) == (theirs.nnodes, theirs.nproc_per_node)
+        assert (ours.master_addr, ours.master_port) == (theirs.master_addr, theirs.master_port)
+        assert ours.node_rank == node_rank
+        assert [ours.training_script, *ours.training_script_args] == [
+            "python",
+            theirs.training_script,
+            *theirs.training_script_args,
+        ]
+
+
+# -- our validation catches what load_job lets through -----------------------------------------------------
+@pytest.mark.parametrize(
+    ("yaml_change", "spec_changes", "settings", "path"),
+    [
+        ({"resources": {"instance_count": 0}}, {"workers": {"replicas": -1}}, {}, "workers.replicas"),
+        (
+            {"distribution": {"process_count_per_instance": 0}},
+            {"launch": {"processes_per_node": 0}},
+            {},
+            "launch.processes_per_node",
+        ),
+        (
+            {"distribution": {"process_count_per_instance": -1}},
+            {"launch": {"processes_per_node": -1}},
+            {},
+            "launch.processes_per_node",
+        ),
+        (
+            {"distribution": {"process_count_per_instance": 8}},
+            {"launch": {"processes_per_node": 8}},
+            {},
+            "launch.processes_per_node",
+        ),
+        ({"resources": {"shm_size": "16GB"}}, {}, {"shm_size": "16GB"}, "targets.azureml.shm_size"),
+        ({"limits": {"timeout": -5}}, {"scheduling": {"timeout": -5}}, {}, "scheduling.timeout"),
+        ({"limits": {"timeout": 0}}, {"scheduling": {"timeout": 0}}, {}, "scheduling.timeout"),
+    ],
+)
+def test_validation_catches_what_load_job_lets_through(
+    yaml_change: dict[str, Any], spec_changes: dict[str, Any], settings: dict[str, Any], path: str, tmp_path: Path
+) -> None:
+    from azure.ai.ml import load_job as sdk_load_job
+
+    backend = create_backend("azureml", environ={})
+    good = yaml.safe_load(backend.format(render(job()), "az-yaml"))
+    bad = tmp_path / "bad.yml"
+    bad.write_text(yaml.safe_dump(merge(good, yaml_change)))
+    assert sdk_load_job(source=bad)._validate().passed  # the SDK's schema lets it through...
+
+    with pytest.raises(SpecError) as refused:  # ...crosstrain does not, and says where
+        render(job_from_dict(merge(BASE_JOB, spec_changes)), **settings)
+    assert path in [p.path for p in refused.value.problems]
+
+
+@pytest.mark.parametrize(
+    ("changes", "settings", "path", "words"),
+    [
+        ({"primary": {"machine": None}}, {"compute": None}, "primary.machine", "serverless"),
+        ({"image": None}, {}, "image", "environment"),
+        ({}, {"environment": "azureml:my-env@latest"}, "targets.azureml.environment", "pin the version"),
+        ({"launch": {"framework": "tensorflow", "mode": "per-node"}}, {}, "launch.mode", "TF_CONFIG"),
+        ({"scheduling": {"spot": True}}, {"job_tier": "premium"}, "targets.azureml.job_tier", "spot"),
+        ({"output_dir": "azureml://datastores/x/paths/y"}, {}, "output_dir", "outputs"),
+        ({"scheduling": {"max_wait": "1h"}}, {}, "scheduling.max_wait", "deadline"),
+    ],
+)
+def test_what_azure_cannot_express_is_refused(
+    changes: dict[str, Any], settings: dict[str, Any], path: str, words: str
+) -> None:
+    with pytest.raises(Unsupported) as refused:
+        render(job(**changes), **settings)
+    problem = next(p for p in refused.value.problems if p.path == path)
+    assert words in problem.message + problem.fix
+    assert problem.fix
+
+
+def test_infiniband_note_for_multi_node_gpu_jobs_without_it() -> None:
+    def ib_notes(spec: TrainingJob) -> list[str]:
+        return [n for n in render(spec, compute=None).notes if "InfiniBand" in n]
+
+    assert ib_notes(job(primary={"machine": "T4:1"}))  # Standard_NC4as_T4_v3 x 3 nodes
+    assert ib_notes(job(primary={"machine": "Standard_NC24s_v3"}))
+    assert not ib_notes(job(primary={"machine": "Standard_NC24rs_v3"}))
+    assert not ib_notes(job(primary={"machine": "H100:8"}))
+    assert not ib_notes(job(primary={"machine": "T4:1"}, workers=None))  # one node
+
+
+def test_cli_prints_az_yaml(capsys: pytest.CaptureFixture[str]) -> None:
+    from crosstrain.cli import main
+
+    assert main(["render", str(ROOT / "examples/azureml-seed-pytorch.yaml"), "--format", "az-yaml"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["type"] == "command"
+    assert printed["distribution"] == {"type": "pytorch", "process_count_per_instance": 4}
+    assert printed["resources"]["instance_count"] == 2
+
+
+# -- golden files ------------------------------------------------------------------------------------------
+def test_there_are_azureml_examples() -> None:
+    assert len(EXAMPLES) >= 3
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_match_their_golden_files(example: Path) -> None:
+    request = create_backend("azureml", environ={}).render(load_job(example))
+    text = json.dumps(request.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    golden = GOLDEN / f"{example.stem}.json"
+    if os.environ.get("CROSSTRAIN_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert golden.read_text() == text, f"rerun with CROSSTRAIN_UPDATE_GOLDEN=1 and review {golden}"
+
+
+# -- submit, status, wait, cancel through the real MLClient ------------------------------------------------
+def backend_on(cloud: FakeAzureML, sleeps: list[float] | None = None) -> AzureMLBackend:
+    policy = RetryPolicy(sleep=(sleeps if sleeps is not None else []).append)
+    backend = create_backend("azureml", transport=cloud, credential=FakeCredential(), retry=policy, environ={})
+    assert isinstance(backend, AzureMLBackend)
+    return backend
+
+
+def test_submit_sends_exactly_the_rendered_calls() -> None:
+    cloud = FakeAzureML()
+    backend = backend_on(cloud)
+    request = backend.render(job(), SETTINGS)
+    handle = backend.send(request)
+    assert [(r.method, r.url, r.body) for r in cloud.requests] == rendered_calls(request)
+    assert all(r.headers["Authorization"] == "Bearer fake-token" for r in cloud.requests)
+    assert "Authorization" not in json.dumps(request.to_dict())
+    assert handle.job_id == request.identity
+    assert handle.console_url == f"https://ml.azure.com/runs/{request.identity}"
+    assert not handle.adopted
+
+
+@pytest.mark.parametrize(
+    ("fault", "statuses", "final"),
+    [
+        (Fault("PUT", "/jobs/", "503"), ("Running", "Completed"), JobState.SUCCEEDED),
+        (Fault("PUT", "/environments/", "429", retry_after="7"), ("Running", "Failed"), JobState.FAILED),
+        (Fault("PUT", "/jobs/", "drop"), ("Preparing", "Running", "Completed"), JobState.SUCCEEDED),
+        (Fault("PUT", "/jobs/", "connect"), ("NotResponding",), JobState.FAILED),
+        (Fault("PUT", "/jobs/", "500"), ("Completed",), JobState.SUCCEEDED),
+    ],
+    ids=["503", "429-retry-after", "dropped-after-accept", "connection-refused", "500"],
+)
+def test_faults_end_with_one_job_and_the_right_final_state(
+    fault: Fault, statuses: tuple[str, ...], final: JobState
+) -> None:
+    cloud = FakeAzureML(statuses=statuses, faults=[fault])
+    sleeps: list[float] = []
+    backend = backend_on(cloud, sleeps)
+    handle = backend.submit(job(), SETTINGS)
+    assert len(cloud.jobs) == 1
+    assert len([r for r in cloud.requests if r.method == "PUT" and r.outcome in ("answered", "dropped")]) == 2
+    if fault.retry_after:
+        assert sleeps[0] >= float(fault.retry_after)
+    if final is JobState.SUCCEEDED:
+        assert backend.wait(handle, poll_interval=0.01).state is final
+    else:
+        with pytest.raises(JobFailed, match=final.value):
+            backend.wait(handle, poll_interval=0.01)
+    assert backend.status(handle).state is final
+
+
+def test_a_dropped_answer_is_resolved_by_reading_the_job_not_by_a_second_put() -> None:
+    cloud = FakeAzureML(faults=[Fault("PUT", "/jobs/", "drop")])
+    handle = backend_on(cloud).submit(job(), SETTINGS)
+    job_calls = [(r.method, r.outcome) for r in cloud.requests if "/jobs/" in r.url]
+    assert job_calls == [("PUT", "dropped"), ("GET", "answered")]
+    assert handle.adopted
+
+
+def test_resubmitting_the_same_spec_finds_the_same_job() -> None:
+    cloud = FakeAzureML()
+    backend = backend_on(cloud)
+    first = backend.submit(job(), SETTINGS)
+    second = backend.submit(job(), SETTINGS)
+    assert first == second
+    assert (first.adopted, second.adopted) == (False, True)
+    assert len(cloud.jobs) == 1
+
+
+def test_a_permanent_refusal_is_not_retried() -> None:
+    from crosstrain.errors import SubmitError
+
+    cloud = FakeAzureML(faults=[Fault("PUT", "/jobs/", "400")])
+    with pytest.raises(SubmitError, match="400"):
+        backend_on(cloud).submit(job(), SETTINGS)
+    assert not cloud.jobs
+
+
+@pytest.mark.parametrize("native", sorted(STATE_MAP))
+def test_status_maps_every_azure_status(native: str) -> None:
+    cloud = FakeAzureML(statuses=(native,))
+    backend = backend_on(cloud)
+    handle = backend.submit(job(), SETTINGS)
+    backend.status(handle)  # NotStarted
+    status = backend.status(handle)
+    assert (status.state, status.native_state) == (STATE_MAP[native], native)
+
+
+def test_status_polls_retry_transient_errors() -> None:
+    cloud = FakeAzureML(statuses=("Completed",))
+    backend = backend_on(cloud)
+    handle = backend.submit(job(), SETTINGS)
+    cloud.faults = [Fault("GET", "/jobs/", "503"), Fault("GET", "/jobs/", "connect")]
+    assert backend.wait(handle, poll_interval=0.01).state is JobState.SUCCEEDED
+
+
+def test_cancel_through_the_sdk() -> None:
+    cloud = FakeAzureML(statuses=("Running",))
+    backend = backend_on(cloud)
+    handle = backend.submit(job(), SETTINGS)
+    backend.cancel(handle)
+    assert any(
+        r.method == "POST" and r.url.split("?")[0].endswith(f"/jobs/{handle.job_id}/cancel") for r in cloud.requests
+    )
+    with pytest.raises(JobFailed, match="CANCELLED"):
+        backend.wait(handle, poll_interval=0.01)
+
+
+def test_handle_survives_a_new_process_shape() -> None:
+    from crosstrain.backends.base import JobHandle
+
+    cloud = FakeAzureML(statuses=("Completed",))
+    handle = backend_on(cloud).submit(job(), SETTINGS)
+    again = JobHandle.loads(str(handle))
+    assert again == handle
+    assert backend_on(cloud).wait(again, poll_interval=0.01).state is JobState.SUCCEEDED
+
+
+def test_az_yaml_is_derived_from_the_request_alone() -> None:
+    request = render(job(), environment="azureml:my-env:3", job_tier="standard", priority="low")
+    round_tripped = Request.from_dict(json.loads(request.to_json()))
+    text = create_backend("azureml", environ={}).format(round_tripped, "az-yaml")
+    data = yaml.safe_load(io.StringIO(text))
+    assert data["environment"] == "azureml:my-env:3"
+    assert data["compute"] == "azureml:gpu-cluster"
+    assert data["queue_settings"] == {"job_tier": "standard", "priority": "low"}
+    assert data["limits"] == {"timeout": 7200}

@@ -1,0 +1,108 @@
+"""`init()` and the helpers in this process: a one-process gloo group, the context manager, the NCCL advice."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+
+from crosstrain import runtime  # noqa: E402
+from crosstrain.runtime.dist import _apply_nccl_advice  # noqa: E402
+from tests.runtime.test_env import CASES, vertex  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _restore_environ() -> Iterator[None]:
+    """init() exports what env:// reads into os.environ; put it back after each test."""
+    saved = dict(os.environ)
+    yield
+    runtime.shutdown()
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def test_one_process_group_with_every_helper() -> None:
+    with runtime.init(environ={}) as env:
+        assert (env.platform, env.rank, env.world_size) == ("single", 0, 1)
+        assert dist.is_initialized()
+        assert dist.get_backend() == "gloo"
+        assert dist.get_world_size() == 1
+        assert os.environ["MASTER_PORT"] == str(env.master_port)
+        assert env.master_port != 29500
+        assert runtime.current() == env
+        assert runtime.is_primary()
+        model = runtime.wrap(torch.nn.Linear(2, 1))
+        assert isinstance(model, torch.nn.parallel.DistributedDataParallel)
+        assert list(iter(runtime.sampler(list(range(5)), shuffle=False))) == [0, 1, 2, 3, 4]
+        runtime.barrier()
+        assert runtime.init(environ={}).rank == 0  # a second init joins nothing new
+    assert not dist.is_initialized()
+
+
+def test_the_group_is_destroyed_on_error_too() -> None:
+    def train_badly() -> None:
+        with runtime.init(environ={}):
+            assert dist.is_initialized()
+            raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        train_badly()
+    assert not dist.is_initialized()
+
+
+def test_node_level_contexts_are_sent_to_the_launcher() -> None:
+    with pytest.raises(runtime.ClusterEnvError, match=r"crosstrain\.launch"):
+        runtime.init(environ=vertex())
+    assert not dist.is_initialized()
+
+
+def test_helpers_outside_a_group() -> None:
+    with pytest.raises(runtime.ClusterEnvError, match="process group: is not initialized"):
+        runtime.wrap(torch.nn.Linear(2, 1))
+    assert len(runtime.sampler(list(range(3)))) == 3
+    runtime.barrier()  # nothing to wait for
+    runtime.shutdown()  # and nothing to destroy
+
+
+def test_a_primary_name_that_never_resolves_is_retried_then_named(caplog: pytest.LogCaptureFixture) -> None:
+    environ = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "primary.invalid", "MASTER_PORT": "29500"}
+    with caplog.at_level(logging.WARNING, "crosstrain.runtime"), pytest.raises(runtime.ClusterEnvError) as caught:
+        runtime.init(environ=environ, timeout=timedelta(seconds=2))
+    assert str(caught.value).startswith("env: MASTER_ADDR: 'primary.invalid' did not resolve within 0:00:02")
+    assert caplog.text.count("does not resolve yet; retrying") >= 2
+
+
+def test_an_unreachable_primary_fails_after_the_timeout() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    environ = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    with pytest.raises(dist.DistNetworkError, match="timed out"):
+        runtime.init(environ=environ, timeout=timedelta(seconds=2))
+    assert not dist.is_initialized()
+
+
+def test_nccl_advice_fills_only_what_the_user_left_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("NCCL_SOCKET_IFNAME", "NCCL_P2P_DISABLE", "CROSSTRAIN_NCCL_P2P_DISABLE"):
+        monkeypatch.delenv(name, raising=False)
+    azure_multi_node = runtime.detect(CASES["azure mpi seed (Open MPI), rank 5 of 8"][0])
+    _apply_nccl_advice(azure_multi_node, disable_p2p=False)
+    assert os.environ["NCCL_SOCKET_IFNAME"] == "^docker0,lo"
+    assert "NCCL_P2P_DISABLE" not in os.environ
+
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
+    monkeypatch.setenv("CROSSTRAIN_NCCL_P2P_DISABLE", "1")
+    _apply_nccl_advice(azure_multi_node, disable_p2p=False)
+    assert os.environ["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert os.environ["NCCL_P2P_DISABLE"] == "1"
+
+    monkeypatch.delenv("NCCL_SOCKET_IFNAME")
+    _apply_nccl_advice(runtime.detect(vertex()), disable_p2p=True)  # not Azure: no interface advice
+    assert "NCCL_SOCKET_IFNAME" not in os.environ

@@ -1,0 +1,152 @@
+"""`python -m crosstrain.launch`: what it runs on each kind of platform, and that it becomes that process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from crosstrain.backends.base import launcher_command
+from crosstrain.launch import child_environment, main, plan, with_node_count
+from crosstrain.runtime import ClusterEnvError, detect
+from tests.conftest import ROOT
+from tests.runtime.test_env import CASES, vertex
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+CMD = ["python", "-m", "train", "--epochs", "3"]
+
+
+def test_node_level_platform_starts_torchrun_with_node_facts() -> None:
+    env = detect(vertex("workerpool1", 1, MASTER_PORT="3333"))
+    assert plan(env, "4", CMD) == [
+        *TORCHRUN,
+        "--nnodes=3",
+        "--node_rank=2",
+        "--master_addr=cmle-training-workerpool0-ab-0",
+        "--master_port=3333",
+        "--nproc_per_node=4",
+        "--max_restarts=0",
+        "--no_python",
+        *CMD,
+    ]
+
+
+def test_one_process_per_machine_on_azure_is_expanded_with_rank_as_node() -> None:
+    env = detect(CASES["azure pytorch, one per node (RANK is the node)"][0])
+    assert plan(env, "2", CMD)[3:8] == [
+        "--nnodes=2",
+        "--node_rank=1",
+        "--master_addr=m",
+        "--master_port=6105",
+        "--nproc_per_node=2",
+    ]
+    assert plan(env, "1", CMD) == CMD  # one per machine, one wanted: it already is the rank
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "azure pytorch seed, node 1",
+        "azure pytorch seed, node 0 says nothing of the node size",
+        "azure mpi seed (Open MPI), rank 5 of 8",
+        "torchrun, 2 nodes x 4",
+        "databricks distributed: one torchrun node per Spark task",
+        "plain env://, one process per machine",
+    ],
+)
+def test_processes_that_already_exist_run_the_command_as_is(case: str) -> None:
+    assert plan(detect(CASES[case][0]), "8", CMD) == CMD
+
+
+def test_auto_is_one_per_gpu_or_one_without() -> None:
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    assert f"--nproc_per_node={max(gpus, 1)}" in plan(detect(vertex()), "auto", CMD)
+    if gpus <= 1:  # a bare container with at most one GPU: the command is already the only process
+        assert plan(detect({}), "auto", CMD) == CMD
+
+
+def test_backends_render_a_command_this_launcher_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    rendered = launcher_command(CMD, nproc_per_node=2)
+    assert rendered[:3] == ["python", "-m", "crosstrain.launch"]
+    with pytest.raises(SystemExit) as done:
+        main([*rendered[3:5], "--help"])
+    assert done.value.code == 0
+    assert "--nproc-per-node" in capsys.readouterr().out
+
+
+def test_the_children_detect_themselves_afresh() -> None:
+    assert child_environment({"CROSSTRAIN_PLATFORM": "vertex", "A": "1"}) == {"A": "1"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [([], "no command"), (["--"], "no command"), (["--nproc-per-node", "0", "--", "x"], "use 'auto' or a positive")],
+)
+def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_bad_environment_exits_2_naming_platform_and_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CLUSTER_SPEC", vertex("workerpool2", 0)["CLUSTER_SPEC"])
+    assert main(["--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("crosstrain.launch: error: vertex: CLUSTER_SPEC: task.type is 'workerpool2'")
+    assert "fix: run the training command" in err
+
+
+def launch(*command: str, **env: str) -> subprocess.Popen[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "CLUSTER"))}
+    return subprocess.Popen(
+        [sys.executable, "-m", "crosstrain.launch", "--", *command],
+        env={**clean, "PYTHONPATH": str(ROOT / "src"), **env},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+AZURE_PER_PROCESS = CASES["azure pytorch seed, node 1"][0]
+
+
+def test_exec_passes_the_exit_code_and_signals_on() -> None:
+    exited = launch("sh", "-c", "exit 7", **AZURE_PER_PROCESS)
+    assert exited.wait(timeout=60) == 7
+    assert "running the command as is" in (exited.stderr.read() if exited.stderr else "")
+
+    sleeper = launch("sleep", "60", **AZURE_PER_PROCESS)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # wait until the launcher has become `sleep`
+        with open(f"/proc/{sleeper.pid}/cmdline", "rb") as cmdline:
+            if cmdline.read().startswith(b"sleep"):
+                break
+        time.sleep(0.05)
+    sleeper.send_signal(signal.SIGTERM)
+    assert sleeper.wait(timeout=30) == -signal.SIGTERM
+
+    missing = launch("no-such-command-xyz", **AZURE_PER_PROCESS)
+    assert missing.wait(timeout=60) == 127
+
+
+def test_the_rendered_node_count_settles_azures_ambiguous_node_0() -> None:
+    """On node 0, Azure's PyTorch variables look alike with one process per node and one per GPU; the node
+    count the backend rendered (`--nnodes`) settles it, so node 0 starts torchrun like every other node."""
+    azure = {"AZUREML_RUN_ID": "r", "MASTER_ADDR": "10.0.0.4", "MASTER_PORT": "6105", "WORLD_SIZE": "2"}
+    node0 = detect({**azure, "RANK": "0", "NODE_RANK": "0", "LOCAL_RANK": "0"})
+    assert plan(node0, "4", ["python", "t.py"]) == ["python", "t.py"]  # without the node count: as is
+    settled = with_node_count(node0, 2)
+    line = plan(settled, "4", ["python", "t.py"])
+    assert "--nnodes=2" in line
+    assert "--node_rank=0" in line
+    assert "--nproc_per_node=4" in line
+    with pytest.raises(ClusterEnvError, match="not a multiple of --nnodes 3"):
+        with_node_count(node0, 3)
