@@ -286,3 +286,14 @@ def test_cancel_cancels_the_run(workspace: Workspace) -> None:
     db.cancel(handle)
     assert ("POST", "/api/2.2/jobs/runs/cancel", {"run_id": int(handle.job_id)}) in workspace.received
     assert db.status(handle).state is JobState.CANCELLED
+
+
+@pytest.mark.parametrize("example", sorted(ROOT.glob("examples/**/*.yaml")), ids=lambda p: p.stem)
+def test_every_example_renders_or_is_refused_with_reasons(example: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(example.parent)
+    problems: tuple[Any, ...] = ()
+    try:
+        backend().render(load_job(example), {} if "databricks" in load_job(example).targets else AWS)
+    except Unsupported as refused:
+        problems = refused.problems
+    assert all(p.path and p.fix for p in problems)
