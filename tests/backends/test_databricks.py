@@ -28,8 +28,6 @@ EXAMPLE_DIR = ROOT / "examples" / "databricks"
 GOLDEN = Path(__file__).parent / "golden" / "databricks"
 AWS = {"host": "https://dbc-1234abcd-5678.cloud.databricks.com"}
 
-pytest.importorskip("databricks.sdk")
-
 
 class TestDatabricksConformance(BackendConformance):
     target = "databricks"

@@ -9,13 +9,12 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+import torch
+import torch.distributed as dist
 
-torch = pytest.importorskip("torch")
-import torch.distributed as dist  # noqa: E402
-
-from crosstrain import runtime  # noqa: E402
-from crosstrain.runtime.dist import _apply_nccl_advice  # noqa: E402
-from tests.runtime.test_env import CASES, vertex  # noqa: E402
+from crosstrain import runtime
+from crosstrain.runtime.dist import _apply_nccl_advice
+from tests.runtime.test_env import CASES, vertex
 
 
 @pytest.fixture(autouse=True)
