@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -56,9 +57,15 @@ def test_the_group_is_destroyed_on_error_too() -> None:
     assert not dist.is_initialized()
 
 
-def test_node_level_contexts_are_sent_to_the_launcher() -> None:
-    with pytest.raises(runtime.ClusterEnvError, match=r"crosstrain\.launch"):
-        runtime.init(environ=vertex())
+def test_a_node_level_context_without_a_launcher_is_one_rank_per_node() -> None:
+    """Vertex with one process per node (CPU or one GPU: no launcher in front) still joins, as rank node_rank."""
+    from tests.runtime.test_multiprocess import free_port
+
+    spec = {"cluster": {"workerpool0": ["h:2222"]}, "task": {"type": "workerpool0", "index": 0}}
+    environ = {"CLUSTER_SPEC": json.dumps(spec), "MASTER_PORT": str(free_port())}
+    with runtime.init(environ=environ) as env:
+        assert (env.platform, env.rank, env.world_size, env.local_rank) == ("vertex", 0, 1, 0)
+        assert dist.get_world_size() == 1
     assert not dist.is_initialized()
 
 

@@ -102,10 +102,11 @@ def init(
 ) -> ClusterEnv:
     """Join the job's process group and return where this process stands in it.
 
-    Detects the platform, exports what `init_method="env://"` reads (overwriting node-level `RANK` and
-    `WORLD_SIZE`), picks nccl with CUDA and gloo without, binds the GPU to the local rank, waits for the
-    primary's host name to resolve, and retries `init_process_group` on network errors until `timeout` has
-    passed (replicas may start minutes apart: torch waits for them within the same `timeout`).
+    Detects the platform (a node-level context with no launcher in front is one rank per node), exports what
+    `init_method="env://"` reads (overwriting node-level `RANK` and `WORLD_SIZE`), picks nccl with CUDA and
+    gloo without, binds the GPU to the local rank, waits for the primary's host name to resolve, and retries
+    `init_process_group` on network errors until `timeout` has passed (replicas may start minutes apart:
+    torch waits for them within the same `timeout`).
     Use as `with init() as env:` to destroy the group on the way out, on error too.
     """
     global _current
@@ -113,7 +114,7 @@ def init(
     import torch.distributed as dist
     from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
-    env = detect(environ)
+    env = detect(environ).one_process_per_node()
     values = env.torch_variables()
     if env.platform == SingleProcess.name and "MASTER_PORT" not in (os.environ if environ is None else environ):
         values["MASTER_PORT"] = str(_free_port())

@@ -8,6 +8,7 @@ one `CROSSTRAIN_PLATFORM` names) and only then reads its variables. Standard lib
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -91,6 +92,13 @@ class ClusterEnv:
         if not self.process_level:
             return True
         return self.platform in _MACHINE_LEVEL_PLATFORMS and self.nproc_per_node == 1 and self.nnodes is not None
+
+    def one_process_per_node(self) -> ClusterEnv:
+        """A node-level context read as one rank per node: how a job runs where the platform starts one process
+        per node and no launcher started more (a CPU or one-GPU node; backends wrap multi-GPU nodes)."""
+        if self.process_level or self.nnodes is None or self.node_rank is None:
+            return self
+        return dataclasses.replace(self, nproc_per_node=1, rank=self.node_rank, local_rank=0, world_size=self.nnodes)
 
     def __enter__(self) -> ClusterEnv:
         return self
