@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from crosstrain.databricks_task import DistributorCall, failures, main
+from crosstrain.databricks_task import DistributorCall, TrainingFailed, failures, main, run
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "databricks" / "train.py"
@@ -100,7 +100,9 @@ def test_a_rank_that_fails_fails_the_task(
     script = tmp_path / "fails_on_rank_1.py"
     script.write_text(textwrap.dedent(FAILS_ON_RANK_1))
     call = DistributorCall(2, local_mode, False, "file", str(script))
-    assert main(call.parameters()) == 1
+    # The wheel task's entry point raises (Databricks ignores a returned code); `main` returns 1.
+    with pytest.raises(TrainingFailed):
+        run(call.parameters())
     reason = capfd.readouterr().err
     if local_mode:  # run() handed back rank 0's success value; only the missing marker tells
         assert "rank(s) 1 of 2 did not finish" in reason

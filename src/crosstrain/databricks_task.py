@@ -144,6 +144,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if problems else 0
 
 
+class TrainingFailed(RuntimeError):
+    """Raised by the task's entry point: a Databricks wheel task calls the function and ignores what it returns,
+    so only an exception fails the task, the run and `crosstrain wait`."""
+
+
+def run(argv: Sequence[str] | None = None) -> None:
+    """The `crosstrain-databricks` entry point of the wheel task: `main()`, raising when training failed."""
+    if main(argv) != 0:
+        raise TrainingFailed("training failed on at least one rank; the reason is in the lines above")
+
+
 if __name__ == "__main__":
     # Call through the imported module, so `train_on_rank` is pickled by reference, not as a `__main__` function.
     from crosstrain import databricks_task

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from crosstrain.errors import CrosstrainError
+
+log = logging.getLogger("crosstrain.runtime")
 
 OVERRIDE_VARIABLE = "CROSSTRAIN_PLATFORM"
 # Used when a node-level platform names no port (Vertex AI documents none); torchrun's own default.
@@ -395,7 +398,9 @@ class VertexAI(Platform):
 
     @classmethod
     def detect(cls, environ: Mapping[str, str]) -> bool:
-        return _set(environ, "CLUSTER_SPEC")
+        """A `CLUSTER_SPEC` with worker pools (an unreadable one too, so that `read` says what is wrong);
+        AI Platform's master/worker form belongs to `AIPlatformTraining`."""
+        return _set(environ, "CLUSTER_SPEC") and not _legacy_cluster_spec(environ)
 
     @classmethod
     def read(cls, environ: Mapping[str, str]) -> ClusterEnv:
@@ -433,11 +438,12 @@ class VertexAI(Platform):
 
     @staticmethod
     def _cross_check(r: _Reader, nnodes: int, node_rank: int) -> None:
-        """Vertex's undocumented node-level `WORLD_SIZE`/`RANK` must agree with `CLUSTER_SPEC` where present."""
+        """Vertex's node-level `WORLD_SIZE`/`RANK` are undocumented (whether reducer or evaluator replicas count
+        in them is unknown), so a disagreement with `CLUSTER_SPEC`, the authority, is only logged."""
         for name, expected in (("WORLD_SIZE", nnodes), ("RANK", node_rank)):
             seen = r.optional_integer(name)
             if seen is not None and seen != expected:
-                raise r.error(name, f"is {seen}, but CLUSTER_SPEC says {expected} (node-level on Vertex AI)")
+                log.warning("vertex: %s is %s, but CLUSTER_SPEC says %s; following CLUSTER_SPEC", name, seen, expected)
 
 
 class AIPlatformTraining(Platform):
@@ -449,7 +455,7 @@ class AIPlatformTraining(Platform):
 
     @classmethod
     def detect(cls, environ: Mapping[str, str]) -> bool:
-        return _set(environ, "CLOUD_ML_JOB_ID") and not _set(environ, "CLUSTER_SPEC")
+        return _set(environ, "CLOUD_ML_JOB_ID") and (not _set(environ, "CLUSTER_SPEC") or _legacy_cluster_spec(environ))
 
     @classmethod
     def read(cls, environ: Mapping[str, str]) -> ClusterEnv:
@@ -457,8 +463,10 @@ class AIPlatformTraining(Platform):
         if _set(environ, "WORLD_SIZE") or _set(environ, "RANK"):
             nnodes, node_rank = r.integer("WORLD_SIZE", minimum=1), r.integer("RANK")
             r.check_rank("RANK", node_rank, "WORLD_SIZE", nnodes)
+        elif _set(environ, "CLUSTER_SPEC"):  # the container guide's form of TF_CONFIG: master/worker keys
+            nnodes, node_rank = cls._from_tf_config(r, "CLUSTER_SPEC")
         elif _set(environ, "TF_CONFIG"):
-            nnodes, node_rank = cls._from_tf_config(r)
+            nnodes, node_rank = cls._from_tf_config(r, "TF_CONFIG")
         else:
             nnodes, node_rank = 1, 0
         addr = r.text("MASTER_ADDR", None if nnodes > 1 else LOCALHOST)
@@ -467,11 +475,11 @@ class AIPlatformTraining(Platform):
         )
 
     @staticmethod
-    def _from_tf_config(r: _Reader) -> tuple[int, int]:
-        config = r.json_object("TF_CONFIG")
+    def _from_tf_config(r: _Reader, variable: str) -> tuple[int, int]:
+        config = r.json_object(variable)
         cluster, task = config.get("cluster", {}), config.get("task", {})
         if not isinstance(cluster, dict) or not isinstance(task, dict):
-            raise r.error("TF_CONFIG", "has no `cluster` and `task` objects")
+            raise r.error(variable, "has no `cluster` and `task` objects")
         workers = cluster.get("worker", [])
         nnodes = 1 + (len(workers) if isinstance(workers, list) else 0)
         kind, index = task.get("type"), task.get("index", 0)
@@ -479,7 +487,16 @@ class AIPlatformTraining(Platform):
             return nnodes, 0
         if kind == "worker" and isinstance(index, int) and 0 <= index < nnodes - 1:
             return nnodes, index + 1
-        raise r.error("TF_CONFIG", f"task is {task!r}: not a training node (master, chief or worker)")
+        raise r.error(variable, f"task is {task!r}: not a training node (master, chief or worker)")
+
+
+def _legacy_cluster_spec(environ: Mapping[str, str]) -> bool:
+    """AI Platform Training's `CLUSTER_SPEC` names `master`/`chief` and `worker` pools, Vertex's `workerpoolN`."""
+    try:
+        cluster = json.loads(environ["CLUSTER_SPEC"]).get("cluster")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(cluster, dict) and bool(cluster) and not any(str(k).startswith("workerpool") for k in cluster)
 
 
 class PlainEnv(Platform):
