@@ -43,7 +43,12 @@ def test_capability_refusals_name_field_reason_and_fix() -> None:
             BASE_JOB,
             {
                 "reduction_server": {},
-                "workers": {"image": "other:1", "machine": "T4:1"},
+                "workers": {
+                    "image": "other:1",
+                    "machine": "T4:1",
+                    "env": {"ONLY_WORKERS": "1"},
+                    "boot_disk": {"size_gb": 500},
+                },
                 "scheduling": {"spot": True},
                 "launch": {"framework": "mpi", "mode": "per-node"},
             },
@@ -55,6 +60,8 @@ def test_capability_refusals_name_field_reason_and_fix() -> None:
         "reduction_server",
         "workers.image",
         "workers.machine",
+        "workers.env",
+        "workers.boot_disk",
         "scheduling.spot",
         "launch.framework",
         "launch.mode",

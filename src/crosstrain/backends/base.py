@@ -241,8 +241,10 @@ def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> li
     for attr, supported, what in (
         ("image", caps.per_pool_images, "image"),
         ("machine", caps.per_pool_machines, "machine"),
+        ("boot_disk", caps.per_pool_machines, "boot disk"),
         ("command", caps.per_pool_commands, "command"),
         ("args", caps.per_pool_commands, "args"),
+        ("env", caps.per_pool_commands, "environment"),
     ):
         if supported:
             continue
