@@ -1,14 +1,16 @@
-"""What the Google backends (Vertex AI, AI Platform Training) share: labels and the identity label."""
+"""What the Google backends (Vertex AI, AI Platform Training) share: labels, the identity label, and how a
+training command runs where the platform starts one process per node."""
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
 
+from crosstrain.backends.base import launcher_command
 from crosstrain.errors import Problem
 
 if TYPE_CHECKING:
-    from crosstrain.spec import TrainingJob
+    from crosstrain.spec import PoolView, TrainingJob
 
 # The label that carries crosstrain's render-time identity, so a job can be found again after a lost response.
 IDENTITY_LABEL = "crosstrain-id"
@@ -45,3 +47,54 @@ def label_problems(job: TrainingJob) -> list[Problem]:
 def labels(job: TrainingJob, identity: str) -> dict[str, str]:
     """The job's labels plus the identity label, sorted for a deterministic body."""
     return dict(sorted({**job.labels, IDENTITY_LABEL: identity[:63]}.items()))
+
+
+# Vertex AI and AI Platform Training both start one process per node of the primary and worker pools.
+TRAINING_ROLES = ("primary", "workers")
+
+
+def runs_under_launcher(job: TrainingJob, gpu_count: int) -> bool:
+    """Whether a training pool's command runs under crosstrain's per-node launcher: PyTorch jobs in per-node
+    mode, or in auto mode where a node runs more than one process. TensorFlow and MPI start their own."""
+    if job.launch.framework != "pytorch":
+        return False
+    if job.launch.mode == "per-node":
+        return True
+    return job.launch.mode == "auto" and job.processes_per_node(gpu_count) > 1
+
+
+def node_command(job: TrainingJob, pool: PoolView, gpu_count: int) -> list[str] | None:
+    """The pool's container command, wrapped in the launcher where `runs_under_launcher` says so."""
+    command = pool.command
+    if command and pool.role in TRAINING_ROLES and runs_under_launcher(job, gpu_count):
+        return launcher_command(command, nproc_per_node=job.processes_per_node(gpu_count))
+    return command
+
+
+def launch_problems(job: TrainingJob, pool: PoolView, gpu_count: int, platform: str) -> list[Problem]:
+    """What a platform that starts one process per node cannot run: several processes it should start itself,
+    or a launcher with no command to start."""
+    if pool.role not in TRAINING_ROLES:
+        return []
+    problems = []
+    processes = job.processes_per_node(gpu_count)
+    if job.launch.mode == "per-process" and processes > 1:
+        problems.append(
+            Problem(
+                "launch.mode",
+                f"{platform} starts one process per node, not the {processes} per node of {pool.role}",
+                "use launch.mode auto or per-node (crosstrain's launcher starts one process per GPU), "
+                "or set launch.processes_per_node: 1 and start them yourself",
+            )
+        )
+    if runs_under_launcher(job, gpu_count) and not pool.command:
+        problems.append(
+            Problem(
+                "command",
+                "crosstrain's per-node launcher needs the command to start on each GPU, and the job leaves it to "
+                "the image's entrypoint: it needs a command",
+                "set `command` (the image needs crosstrain installed), or launch.mode: per-process with "
+                "processes_per_node: 1",
+            )
+        )
+    return problems

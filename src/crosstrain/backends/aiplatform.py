@@ -24,7 +24,7 @@ from pydantic import Field
 
 from crosstrain import catalog
 from crosstrain.backends import require
-from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels
+from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels, launch_problems, node_command
 from crosstrain.backends.base import (
     Backend,
     Capabilities,
@@ -33,7 +33,6 @@ from crosstrain.backends.base import (
     JobState,
     JobStatus,
     Request,
-    launcher_command,
 )
 from crosstrain.errors import Problem, SubmitError, TransientError
 from crosstrain.settings import TargetSettings, setting
@@ -71,7 +70,6 @@ _POOL_FIELDS = {
     "parameter_servers": ("parameterServerType", "parameterServerCount", "parameterServerConfig"),
     "evaluators": ("evaluatorType", "evaluatorCount", "evaluatorConfig"),
 }
-_TRAINING_ROLES = ("primary", "workers")
 
 
 class AIPlatformSettings(TargetSettings):
@@ -139,9 +137,7 @@ class AIPlatformBackend(Backend):
         problems = label_problems(job)
         for pool in job.pools():
             machine = _resolve(pool, problems)
-            gpus = machine.gpu_count if machine else 0
-            if pool.role in _TRAINING_ROLES:
-                problems += _launch_problems(job, pool, gpus)
+            problems += launch_problems(job, pool, machine.gpu_count if machine else 0, "AI Platform Training")
             if pool.env and not pool.command:
                 problems.append(
                     Problem(
@@ -360,29 +356,6 @@ def _vertex_only(pool: PoolView, kind: str) -> Problem:
     )
 
 
-def _launch_problems(job: TrainingJob, pool: PoolView, gpus: int) -> list[Problem]:
-    processes = job.processes_per_node(gpus)
-    if processes <= 1:
-        return []
-    if job.launch.mode == "per-process":
-        return [
-            Problem(
-                "launch.mode",
-                f"AI Platform Training starts one process per node, not {processes}",
-                "use launch.mode: per-node or auto (crosstrain's launcher then starts one process per GPU)",
-            )
-        ]
-    if not pool.command:
-        return [
-            Problem(
-                "command",
-                f"{processes} processes per node need crosstrain's launcher around a command, and there is none",
-                "set `command` (the image needs crosstrain installed), or launch.processes_per_node: 1",
-            )
-        ]
-    return []
-
-
 def _replica_config(job: TrainingJob, pool: PoolView, machine: catalog.ResolvedMachine | None) -> dict[str, Any]:
     """One ReplicaConfig. The image is always explicit, even where the API would default it to the master's."""
     config: dict[str, Any] = {}
@@ -390,12 +363,8 @@ def _replica_config(job: TrainingJob, pool: PoolView, machine: catalog.ResolvedM
         config["imageUri"] = pool.image
     if machine and machine.accelerator and machine.gpu_count:
         config["acceleratorConfig"] = {"count": str(machine.gpu_count), "type": machine.accelerator}
-    command = pool.command
+    command = node_command(job, pool, machine.gpu_count if machine else 0)
     if command:
-        gpus = machine.gpu_count if machine else 0
-        processes = job.processes_per_node(gpus)
-        if pool.role in _TRAINING_ROLES and processes > 1:
-            command = launcher_command(command, nproc_per_node=processes)
         if pool.env:
             command = ["env", *(f"{k}={v}" for k, v in sorted(pool.env.items())), *command]
         config["containerCommand"] = command

@@ -25,7 +25,7 @@ from urllib.parse import quote, urlencode, urlparse
 from pydantic import field_validator
 
 from crosstrain import catalog
-from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels
+from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels, launch_problems, node_command
 from crosstrain.backends.base import (
     Backend,
     Capabilities,
@@ -34,7 +34,6 @@ from crosstrain.backends.base import (
     JobState,
     JobStatus,
     Request,
-    launcher_command,
 )
 from crosstrain.errors import Problem, SubmitError, TransientError
 from crosstrain.settings import TargetSettings, setting
@@ -195,7 +194,8 @@ class VertexBackend(Backend):
                 machines[pool.role] = _resolve(pool)
             except catalog.CatalogError as error:
                 problems.append(error.problem)
-        problems += self._launch_problems(job, machines)
+            else:
+                problems += launch_problems(job, pool, machines[pool.role].gpu_count, "Vertex AI")
         if job.reduction_server:
             problems += _reduction_server_problems(job, machines)
         if job.scheduling.spot and job.scheduling.max_wait:
@@ -206,35 +206,7 @@ class VertexBackend(Backend):
                     "remove `scheduling.max_wait` or `scheduling.spot`",
                 )
             )
-        return problems
-
-    @staticmethod
-    def _launch_problems(job: TrainingJob, machines: Mapping[str, _Machine]) -> list[Problem]:
-        problems = []
-        for role in ("primary", "workers"):
-            machine = machines.get(role)
-            if machine is None:
-                continue
-            processes = job.processes_per_node(machine.gpu_count)
-            if job.launch.mode == "per-process" and processes > 1:
-                problems.append(
-                    Problem(
-                        "launch.mode",
-                        f"Vertex AI starts one process per node, not the {processes} per node of {role}",
-                        "use launch.mode auto or per-node (crosstrain's launcher starts one process per GPU), "
-                        "or set launch.processes_per_node: 1 and start them yourself",
-                    )
-                )
-            if _wraps(job, machine) and not _pool(job, role).command:
-                problems.append(
-                    Problem(
-                        f"{role}.command",
-                        "crosstrain's per-node launcher needs the command to start on each GPU, and the job "
-                        "leaves it to the image's entrypoint",
-                        "set `command`, or launch.mode: per-process with processes_per_node: 1",
-                    )
-                )
-        return problems
+        return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
 
     def _render(self, job: TrainingJob, settings: VertexSettings) -> Request:
         identity = self.identity(job, settings)
@@ -243,15 +215,13 @@ class VertexBackend(Backend):
         for pool in job.pools():
             machine = _resolve(pool)
             index = {"primary": 0, "workers": 1, "parameter_servers": 2, "evaluators": 3}[pool.role]
-            command = pool.command
-            if pool.role in ("primary", "workers") and _wraps(job, machine) and command:
-                processes = job.processes_per_node(machine.gpu_count)
-                command = launcher_command(command, nproc_per_node=processes)
-                if pool.role == "primary":
-                    notes.append(
-                        f"Vertex AI starts one process per node: the command runs under crosstrain's launcher, "
-                        f"which starts {processes} per node (the image needs crosstrain installed)"
-                    )
+            command = node_command(job, pool, machine.gpu_count)
+            if pool.role == "primary" and command != pool.command:
+                notes.append(
+                    f"Vertex AI starts one process per node: the command runs under crosstrain's launcher, which "
+                    f"starts {job.processes_per_node(machine.gpu_count)} per node (the image needs crosstrain "
+                    "installed)"
+                )
             pools[index] = _pool_spec(pool.replicas, machine, pool, command)
         if job.reduction_server:
             sized = _reducer_count(job, {p.role: _resolve(p) for p in job.pools()})
@@ -387,10 +357,6 @@ def _label_filter(identity: str) -> str:
     return f'labels.{IDENTITY_LABEL}="{identity}"'
 
 
-def _pool(job: TrainingJob, role: str) -> PoolView:
-    return next(p for p in job.pools() if p.role == role)
-
-
 def _resolve(pool: PoolView) -> _Machine:
     machine = pool.machine
     accel = machine.accelerator if machine else None
@@ -410,15 +376,6 @@ def _resolve(pool: PoolView) -> _Machine:
             )
         )
     return _Machine(resolved.machine_type, resolved.gpu, resolved.gpu_count, resolved.accelerator)
-
-
-def _wraps(job: TrainingJob, machine: _Machine) -> bool:
-    """Whether a training pool's command runs under crosstrain's per-node launcher."""
-    if job.launch.framework != "pytorch":
-        return False
-    if job.launch.mode == "per-node":
-        return True
-    return job.launch.mode == "auto" and job.processes_per_node(machine.gpu_count) > 1
 
 
 def _pool_spec(replicas: int, machine: _Machine, pool: PoolView, command: list[str] | None) -> dict[str, Any]:
