@@ -13,19 +13,12 @@ import argparse
 import importlib.util
 import json
 import shutil
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from interleaved import medians
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def timed(argv: list[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
 
 
 def main() -> int:
@@ -44,12 +37,8 @@ def main() -> int:
     render += ["render", args.example] + (["--target", args.target] if args.target else [])
     sdk = [sys.executable, "-c", "import google.cloud.aiplatform"]
 
-    timed(render), timed(sdk)  # write bytecode caches once, so every measured run is a cold process, not a cold disk
-    renders, imports = [], []
-    for _ in range(args.rounds):
-        renders.append(timed(render))
-        imports.append(timed(sdk))
-    render_median, import_median = statistics.median(renders), statistics.median(imports)
+    measured = medians({"render": render, "sdk": sdk}, args.rounds)
+    render_median, import_median = measured["render"], measured["sdk"]
     result = {
         "rounds": args.rounds,
         "render_median_s": round(render_median, 4),

@@ -12,21 +12,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
-import statistics
-import subprocess
 import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def timed(code: str) -> float:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
-    return time.perf_counter() - start
+from interleaved import medians, with_source_path
 
 
 def main() -> int:
@@ -39,19 +27,16 @@ def main() -> int:
         return 2
 
     runtime, torch, baseline = "import crosstrain.runtime", "import torch", "pass"
-    for code in (runtime, torch, baseline):  # write bytecode caches once: measure cold processes, not a cold disk
-        timed(code)
-    samples: dict[str, list[float]] = {runtime: [], torch: [], baseline: []}
-    for _ in range(args.rounds):
-        for code, times in samples.items():
-            times.append(timed(code))
-    medians = {code: statistics.median(times) for code, times in samples.items()}
+    python = [sys.executable, "-c"]
+    measured = medians(
+        {code: [*python, code] for code in (runtime, torch, baseline)}, args.rounds, env=with_source_path()
+    )
     # Subtract the interpreter's own start-up, which both pay: what is left is what each import costs.
-    own = max(medians[runtime] - medians[baseline], 0.0)
-    torch_cost = medians[torch] - medians[baseline]
+    own = max(measured[runtime] - measured[baseline], 0.0)
+    torch_cost = measured[torch] - measured[baseline]
     result = {
         "rounds": args.rounds,
-        "python_startup_median_s": round(medians[baseline], 4),
+        "python_startup_median_s": round(measured[baseline], 4),
         "runtime_import_median_s": round(own, 4),
         "torch_import_median_s": round(torch_cost, 4),
         "ratio": round(own / torch_cost, 4),
@@ -60,7 +45,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"python start-up:            median {medians[baseline] * 1000:.0f} ms over {args.rounds} runs")
+        print(f"python start-up:            median {measured[baseline] * 1000:.0f} ms over {args.rounds} runs")
         print(f"import crosstrain.runtime:  +{own * 1000:.0f} ms")
         print(f"import torch:               +{torch_cost * 1000:.0f} ms")
         print(f"ratio {result['ratio']:.3f} (goal <= {result['goal']})")
