@@ -11,7 +11,7 @@ from crosstrain.backends.base import HttpCall
 from crosstrain.backends.fake import FakeCloud
 from crosstrain.errors import SubmitError, TransientError
 from crosstrain.loader import job_from_dict
-from crosstrain.retry import RetryPolicy, parse_retry_after
+from crosstrain.retry import RetryPolicy, error_for_status, parse_retry_after
 from crosstrain.testing.conformance import BASE_JOB
 
 
@@ -143,3 +143,27 @@ def test_parse_retry_after() -> None:
 def test_http_calls_refuse_credentials() -> None:
     with pytest.raises(ValueError, match="credentials"):
         HttpCall("POST", "https://x", headers={"Authorization": "Bearer t"})
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "accepted"),
+    [
+        (429, TransientError, False),
+        (503, TransientError, False),
+        (500, TransientError, None),
+        (502, TransientError, None),
+        (504, TransientError, None),
+        (408, TransientError, None),
+        (400, SubmitError, None),
+        (404, SubmitError, None),
+        (501, SubmitError, None),
+    ],
+)
+def test_every_backend_reads_http_statuses_alike(code: int, kind: type, accepted: bool | None) -> None:
+    error = error_for_status(code, f"{code} from somewhere", "7")
+    assert type(error) is kind
+    assert str(error) == f"{code} from somewhere"
+    if isinstance(error, TransientError):
+        assert error.accepted is accepted
+        assert error.retry_after == 7.0
+    assert error_for_status(204, "fine") is None

@@ -40,6 +40,22 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+# Refused before anything was accepted (retry freely) / outcome unknown (the job may exist: look before retrying).
+REFUSED_STATUSES = frozenset({429, 503})
+UNKNOWN_OUTCOME_STATUSES = frozenset({408, 500, 502, 504})
+
+
+def error_for_status(code: int, message: str, retry_after: str | None = None) -> SubmitError | TransientError | None:
+    """A failed HTTP call as crosstrain's error, the same on every platform: 429 and 503 are retried at once
+    (honouring Retry-After), 408 and 5xx gateway errors leave it open whether the call was accepted, any other
+    status from 400 up is final. None below 400."""
+    if code in REFUSED_STATUSES:
+        return TransientError(message, accepted=False, retry_after=parse_retry_after(retry_after))
+    if code in UNKNOWN_OUTCOME_STATUSES:
+        return TransientError(message, accepted=None, retry_after=parse_retry_after(retry_after))
+    return SubmitError(message) if code >= 400 else None
+
+
 class _WaitHonouringRetryAfter(tenacity.wait.wait_base):
     """Exponential backoff with jitter, capped, but never shorter than the server's Retry-After."""
 

@@ -391,17 +391,15 @@ def _call(session: Any, method: str, url: str, body: Any = None) -> Any:
     except requests.exceptions.RequestException as error:
         # Sent, but the answer was lost: the outcome is unknown.
         raise TransientError(f"{method} {url}: {error}", accepted=None) from error
-    code = response.status_code
-    if code == 429 or code == 503:
-        from crosstrain.retry import parse_retry_after
+    from crosstrain.retry import error_for_status  # tenacity stays off the render path
 
-        raise TransientError(
-            f"{method} {url}: {code} {_error_text(response)}",
-            accepted=False,
-            retry_after=parse_retry_after(response.headers.get("Retry-After")),
-        )
-    if code in (500, 502, 504):
-        raise TransientError(f"{method} {url}: {code} {_error_text(response)}", accepted=None)
+    failure = error_for_status(
+        response.status_code,
+        f"{method} {url}: {response.status_code} {_error_text(response)}",
+        response.headers.get("Retry-After"),
+    )
+    if isinstance(failure, TransientError):
+        raise failure
     return response
 
 

@@ -35,7 +35,7 @@ from crosstrain.backends.base import (
     Request,
     launcher_command,
 )
-from crosstrain.errors import Problem, SubmitError, TransientError
+from crosstrain.errors import Problem, TransientError
 from crosstrain.settings import TargetSettings, setting
 
 if TYPE_CHECKING:
@@ -688,7 +688,7 @@ def _adopt(pipeline: Any, call: HttpCall) -> tuple[int, dict[str, Any]] | None:
 
 
 def _raise_for_status(response: Any, call: HttpCall) -> None:
-    from crosstrain.retry import parse_retry_after
+    from crosstrain.retry import error_for_status  # tenacity stays off the render path
 
     code = response.status_code
     if code < 400:
@@ -698,12 +698,9 @@ def _raise_for_status(response: Any, call: HttpCall) -> None:
     except (ValueError, AttributeError):
         detail = response.text()[:300] if callable(getattr(response, "text", None)) else ""
     message = f"{code} from {call.method} {call.url.split('?')[0]}: {detail}".rstrip(": ")
-    if code in (429, 503):
-        retry_after = parse_retry_after(response.headers.get("Retry-After"))
-        raise TransientError(message, accepted=False, retry_after=retry_after)
-    if code in (500, 502, 504, 408):
-        raise TransientError(message, accepted=None)
-    raise SubmitError(message)
+    error = error_for_status(code, message, response.headers.get("Retry-After"))
+    assert error is not None  # code >= 400
+    raise error
 
 
 def _azure_call(fn: Any) -> Any:
@@ -721,16 +718,12 @@ def _translate(exc: Exception) -> Exception:
     if "ServiceResponseError" in names:  # sent, but the answer was lost
         return TransientError(f"no answer from Azure: {exc}", accepted=None)
     if "HttpResponseError" in names:
-        code = getattr(exc, "status_code", None)
-        response = getattr(exc, "response", None)
-        if code in (429, 503):
-            from crosstrain.retry import parse_retry_after
+        from crosstrain.retry import error_for_status
 
-            after = parse_retry_after(response.headers.get("Retry-After")) if response is not None else None
-            return TransientError(f"{code} from Azure: {exc}", accepted=False, retry_after=after)
-        if code in (500, 502, 504, 408):
-            return TransientError(f"{code} from Azure: {exc}", accepted=None)
-        return SubmitError(f"Azure refused the call: {exc}")
+        code = getattr(exc, "status_code", None) or 400
+        response = getattr(exc, "response", None)
+        after = response.headers.get("Retry-After") if response is not None else None
+        return error_for_status(code, f"{code} from Azure: {exc}", after) or exc
     return exc
 
 
