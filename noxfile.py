@@ -21,8 +21,8 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, "ruff>=0.5")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py", "docs")
-    session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "noxfile.py", "docs")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "examples", "noxfile.py", "docs")
+    session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "examples", "noxfile.py", "docs")
 
 
 @nox.session

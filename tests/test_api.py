@@ -26,14 +26,14 @@ def test_render_submit_wait(fake_root: Path) -> None:
 def test_render_takes_dicts_and_paths_alike() -> None:
     data = {"name": "nb", "primary": {"machine": "L4:1"}, "targets": {"fake": {"root": "/tmp/x"}}}
     assert crosstrain.render(data).to_dict() == crosstrain.render(crosstrain.TrainingJob.model_validate(data)).to_dict()
-    assert crosstrain.render(EXAMPLE).job_name == "ddp-quickstart"
+    assert crosstrain.render(EXAMPLE, "fake").job_name == "ddp-quickstart"
 
 
 def test_settings_are_checked(fake_root: Path) -> None:
     with pytest.raises(SpecError, match=r"targets\.fake\.outcome"):
         crosstrain.render(EXAMPLE, "fake", outcome="maybe")
     with pytest.raises(SpecError, match="sent as it is"):
-        crosstrain.submit(crosstrain.render(EXAMPLE), outcome="failed")
+        crosstrain.submit(crosstrain.render(EXAMPLE, "fake"), outcome="failed")
 
 
 def test_validate_lists_problems_per_target() -> None:

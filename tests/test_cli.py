@@ -45,7 +45,7 @@ targets:
 
 
 def test_render_prints_only_the_request_json_on_stdout(fake_root: Path) -> None:
-    done = run("render", str(EXAMPLE))
+    done = run("render", str(EXAMPLE), "-t", "fake")
     assert done.returncode == 0, done.stderr
     request = json.loads(done.stdout)
     assert request["target"] == "fake"
@@ -103,9 +103,10 @@ def test_unknown_target_and_missing_target(tmp_path: Path) -> None:
     done = run("render", str(EXAMPLE), "--target", "vertx")
     assert done.returncode == 2
     assert "unknown target 'vertx'" in done.stderr
-    done = run("render", write(tmp_path, "name: j\n"))
+    done = run("render", write(tmp_path, "name: j\ntargets: {fake: {}, vertex: {}}\n"))
     assert done.returncode == 2
-    assert "no target chosen" in done.stderr
+    assert "no target chosen (the job file lists fake, vertex)" in done.stderr
+    assert "--local to run it here" in done.stderr
 
 
 def test_usage_errors_exit_2() -> None:

@@ -39,7 +39,10 @@ def importtime(code: str) -> set[str]:
     [
         "import crosstrain",
         "import crosstrain; crosstrain.TrainingJob; crosstrain.render",
-        "from crosstrain.cli import main; main(['render', 'examples/ddp-quickstart/job.yaml'])",
+        "from crosstrain.cli import main; main(['render', 'examples/ddp-quickstart/job.yaml', '-t', 'fake'])",
+        "from crosstrain.cli import main; main(['render', 'examples/ddp-quickstart/job.yaml', '--local'])",
+        "from crosstrain.cli import main; main(['render', 'examples/ddp-quickstart/job.yaml', '--local', "
+        "'--emulate', 'azureml'])",
         "from crosstrain.cli import main; main(['schema'])",
     ],
 )

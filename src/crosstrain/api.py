@@ -18,21 +18,32 @@ if TYPE_CHECKING:
 
 
 def choose_target(job: TrainingJob, target: str | None) -> str:
-    """The explicit target, else the job file's only target."""
+    """The explicit target, else the job file's only target, else `local` where the job file names none."""
     if target:
         return target
     if len(job.targets) == 1:
         return next(iter(job.targets))
-    listed = f" (the job file lists {', '.join(job.targets)})" if job.targets else ""
+    if not job.targets:
+        return "local"
     raise SpecError(
         [
             Problem(
                 "--target",
-                f"no target chosen{listed}",
-                f"pass --target, one of {', '.join(sorted(entries()))}",
+                f"no target chosen (the job file lists {', '.join(job.targets)})",
+                f"pass --target (one of {', '.join(sorted(entries()))}), or --local to run it here",
             )
         ]
     )
+
+
+def target_settings(target: str, source: object, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """`settings`, plus what the job's source implies: a local run works in the job file's folder by default,
+    as a cloud job works in the image that was built next to it."""
+    if target == "local" and "workdir" not in settings and isinstance(source, str | Path) and str(source) != "-":
+        path = Path(source)
+        if path.is_file():
+            return {**settings, "workdir": str(path.absolute().parent)}
+    return dict(settings)
 
 
 def new_run_id() -> str:
@@ -63,7 +74,7 @@ def render(
     """
     spec = with_run_id(load_job(job), run_id)
     name = choose_target(spec, target)
-    return create_backend(name, environ=environ).render(spec, settings)
+    return create_backend(name, environ=environ).render(spec, target_settings(name, job, settings))
 
 
 def submit(
@@ -90,7 +101,7 @@ def submit(
         return create_backend(job.target).send(job)
     spec = with_run_id(load_job(job), run_id)
     name = choose_target(spec, target)
-    return create_backend(name).submit(spec, settings)
+    return create_backend(name).submit(spec, target_settings(name, job, settings))
 
 
 def validate(

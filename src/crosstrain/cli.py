@@ -55,6 +55,19 @@ def _spec_args(p: argparse.ArgumentParser, *, many_targets: bool = False) -> Non
     )
 
 
+def _local_args(p: argparse.ArgumentParser) -> None:
+    local = p.add_argument_group("on this machine (the local target)")
+    local.add_argument("--local", action="store_true", help="same as --target local")
+    local.add_argument(
+        "--emulate",
+        metavar="PLATFORM",
+        help="whose environment each node gets: torchrun (default), vertex, aiplatform, azureml, azureml-mpi, "
+        "databricks",
+    )
+    local.add_argument("--nodes", type=int, metavar="N", help="run at most N of the job's nodes")
+    local.add_argument("--nproc-per-node", type=int, metavar="M", help="processes per node (default: the job's)")
+
+
 def _run_id_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-id", help="identity suffix; 'new' makes a fresh one so the same spec runs again")
 
@@ -80,12 +93,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("render", "print every HTTP call submit would make, without sending anything (dry run)")
     _spec_args(p)
+    _local_args(p)
     _run_id_arg(p)
     p.add_argument("--format", default="json", help="json (default) or a native form the target offers")
     p = verb("validate", "check a job file, and that each target can run it")
     _spec_args(p, many_targets=True)
+    p = verb("run", "run a job to its end: here with --local, else submit it and wait; exit 4 if it fails")
+    _spec_args(p)
+    _local_args(p)
+    _run_id_arg(p)
+    p.add_argument("--timeout", type=float, help="with a cloud target: stop waiting after this many seconds")
     p = verb("submit", "send a job (or a rendered request saved as JSON); print its handle on stdout")
     _spec_args(p)
+    _local_args(p)
     _run_id_arg(p)
     p.add_argument("--wait", action="store_true", help="then wait until the job ends")
     p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
@@ -134,10 +154,25 @@ def _load_handle(source: str) -> Any:
     return JobHandle.loads(text)
 
 
-def _settings(args: argparse.Namespace) -> dict[str, str]:
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
     from crosstrain.settings import parse_assignments
 
-    return parse_assignments(args.settings)
+    settings: dict[str, Any] = dict(parse_assignments(args.settings))
+    local = {"emulate": "emulate", "nodes": "nodes", "nproc_per_node": "nproc_per_node"}
+    given = {key: getattr(args, attr) for attr, key in local.items() if getattr(args, attr, None) is not None}
+    if given and _target(args) != "local":
+        flags = ", ".join("--" + attr.replace("_", "-") for attr in given)
+        raise SpecError([Problem(flags, "these options are for runs on this machine", "add --local")])
+    return {**settings, **given}
+
+
+def _target(args: argparse.Namespace) -> str | None:
+    if getattr(args, "local", False):
+        if args.target not in (None, "local"):
+            raise SpecError([Problem("--local", f"--local and --target {args.target} disagree", "pass one of them")])
+        return "local"
+    target: str | None = args.target
+    return target
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -145,8 +180,9 @@ def cmd_render(args: argparse.Namespace) -> int:
     from crosstrain.backends import create_backend
 
     job = api.with_run_id(_load_job(args.job), args.run_id)
-    backend = create_backend(api.choose_target(job, args.target))
-    request = backend.render(job, _settings(args))
+    target = api.choose_target(job, _target(args))
+    backend = create_backend(target)
+    request = backend.render(job, api.target_settings(target, args.job, _settings(args)))
     for note in request.notes:
         _say(f"note: {note}")
     print(request.to_json() if args.json else backend.format(request, args.format))
@@ -193,7 +229,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     else:
         job = job_from_dict(parse_text(text, args.job), source=args.job) if text is not None else _load_job(args.job)
         job = api.with_run_id(job, args.run_id)
-        handle = api.submit(job, api.choose_target(job, args.target), **_settings(args))
+        target = api.choose_target(job, _target(args))
+        handle = api.submit(job, target, **api.target_settings(target, args.job, _settings(args)))
     if handle.adopted:
         _say(
             f"a job with identity {handle.identity} existed already (an earlier submit of the same spec): "
@@ -220,6 +257,23 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.wait:
         return _wait(handle, args.timeout, 10.0, args.json)
     return ExitCode.OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from crosstrain import api
+
+    job = api.with_run_id(_load_job(args.job), args.run_id)
+    target = api.choose_target(job, _target(args))
+    settings = api.target_settings(target, args.job, _settings(args))
+    if target != "local":
+        handle = api.submit(job, target, **settings)
+        _say(f"submitted {handle.identity} to {handle.target}" + (" (it existed already)" if handle.adopted else ""))
+        return _wait(handle, args.timeout, 10.0, args.json)
+    handle = api.submit(job, target, **settings)
+    status = handle.status()
+    if args.json:
+        _print_json({"identity": handle.identity, **status.to_dict(), "outcome": handle.ref.get("outcome")})
+    return ExitCode.OK if status.state.value == "SUCCEEDED" else ExitCode.JOB_FAILED
 
 
 def _wait(handle: Any, timeout: float | None, poll: float, as_json: bool) -> int:
@@ -320,6 +374,7 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 COMMANDS = {
     "render": cmd_render,
     "validate": cmd_validate,
+    "run": cmd_run,
     "submit": cmd_submit,
     "status": cmd_status,
     "wait": cmd_wait,

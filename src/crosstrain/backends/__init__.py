@@ -37,6 +37,12 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
     entry.name: entry
     for entry in (
         BackendEntry(
+            "local",
+            "crosstrain.backends.local:LocalBackend",
+            "this machine: a multi-node cluster of local processes, with a platform's environment emulated",
+            "runtime",
+        ),
+        BackendEntry(
             "fake",
             "crosstrain.backends.fake:FakeBackend",
             "a cloud in a local directory, for tests, demos and CI dry runs",

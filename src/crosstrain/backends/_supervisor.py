@@ -1,0 +1,330 @@
+"""Runs the processes of a local plan as one job.
+
+Output streams live, each line prefixed with its node and rank; progress and the final summary go to stderr.
+The first process that fails, the job's timeout or Ctrl-C stops every other process (SIGTERM, then SIGKILL after
+a grace period) with all of its descendants, so nothing is left behind. Ranks that torchrun started report their
+exit codes through torchrun's own event log (`PET_EVENT_LOG_HANDLER=console`), read off its output here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+from crosstrain.backends.base import JobState
+
+PLACEHOLDERS = ("${MASTER_PORT}", "${RUN_DIR}", "${PATH}")
+_EVENT = b'{"name": "torchelastic.worker.status.'
+_RANK_PREFIX = re.compile(r"\[rank(\d+)\] ?(.*)", re.DOTALL)
+_POLL_S = 0.05
+
+
+@dataclass
+class Process:
+    """One process of the plan: a node's torchrun agent (`agent`), a rank, or the Databricks driver."""
+
+    name: str
+    node: int
+    ranks: list[int]
+    argv: list[str]
+    env: dict[str, str]
+    agent: bool = False
+    popen: subprocess.Popen[bytes] | None = None
+    stopped: bool = False  # this supervisor stopped it: its late output is noise and is not shown
+    rank_codes: dict[int, int] = field(default_factory=dict)  # from torchrun's worker events
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.popen is None else self.popen.poll()
+
+
+@dataclass(frozen=True)
+class RankResult:
+    rank: int
+    process: str
+    exit_code: int | None  # None where it is not known (stopped with its node, or inside Spark)
+    note: str = ""
+
+    def line(self) -> str:
+        code = "" if self.exit_code is None else f"exit {_code_text(self.exit_code)}"
+        return f"rank {self.rank} [{self.process.split()[0]}]: " + ", ".join(filter(None, [code, self.note]))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    run_id: str
+    state: JobState
+    message: str
+    wall_seconds: float
+    ranks: tuple[RankResult, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "state": self.state.value,
+            "message": self.message,
+            "wall_seconds": round(self.wall_seconds, 3),
+            "ranks": [
+                {"rank": r.rank, "process": r.process, "exit_code": r.exit_code, "note": r.note} for r in self.ranks
+            ],
+        }
+
+
+def _code_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"{code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return str(code)
+    return str(code)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _fill(text: str, values: Mapping[str, str]) -> str:
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return text
+
+
+def supervise(
+    processes: list[Process],
+    *,
+    cwd: str,
+    base_env: Mapping[str, str],
+    timeout: float | None,
+    grace: float,
+    header: str,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> Outcome:
+    """Start every process, stream their output, stop them all at the first failure; Ctrl-C stops them too and
+    is raised again once they are gone."""
+    out, err = out or sys.stdout, err or sys.stderr
+    run_id = f"local-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    lock = threading.Lock()
+    pumps: list[threading.Thread] = []
+    failure: Process | None = None
+    timed_out = interrupted = False
+    _say(err, lock, header)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="crosstrain-run-") as run_dir:
+        values = dict(zip(PLACEHOLDERS, (str(free_port()), run_dir, base_env.get("PATH", os.defpath)), strict=True))
+        try:
+            for process in processes:
+                env = {**base_env, **{k: _fill(v, values) for k, v in process.env.items()}}
+                process.popen = subprocess.Popen(
+                    [_fill(a, values) for a in process.argv],
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: Ctrl-C reaches this supervisor, which stops it
+                )
+                pump = threading.Thread(target=_pump, args=(process, out, lock), daemon=True)
+                pump.start()
+                pumps.append(pump)
+            _say(err, lock, f"crosstrain: started {len(processes)} process(es); Ctrl-C stops them all")
+            deadline = None if timeout is None else started + timeout
+            failure, timed_out = _watch(processes, deadline)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            _stop([p for p in processes if p.popen is not None and p.returncode is None], grace)
+            for pump in pumps:
+                pump.join(timeout=5)
+    wall = time.monotonic() - started
+    outcome = _outcome(run_id, processes, failure, timed_out, interrupted, timeout, wall)
+    _say(err, lock, _summary(outcome))
+    if interrupted:
+        raise KeyboardInterrupt
+    return outcome
+
+
+def _say(err: TextIO, lock: threading.Lock, text: str) -> None:
+    with lock:
+        print(text, file=err, flush=True)
+
+
+def _watch(processes: list[Process], deadline: float | None) -> tuple[Process | None, bool]:
+    """Wait until every process succeeded (None, False), one failed (it, False) or the deadline passed."""
+    while True:
+        codes = [p.returncode for p in processes]
+        for process, code in zip(processes, codes, strict=True):
+            if code not in (None, 0):
+                return process, False
+        if all(code == 0 for code in codes):
+            return None, False
+        if deadline is not None and time.monotonic() >= deadline:
+            return None, True
+        time.sleep(_POLL_S)
+
+
+def _pump(process: Process, out: TextIO, lock: threading.Lock) -> None:
+    """Copy one process's output, line by line, with its prefix; keep torchrun's worker events, not print them."""
+    assert process.popen is not None
+    assert process.popen.stdout is not None
+    stream: IO[bytes] = process.popen.stdout
+    for raw in iter(stream.readline, b""):
+        if raw.startswith(_EVENT):
+            _record_event(process, raw)
+            continue
+        if process.stopped:
+            continue
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        match = _RANK_PREFIX.match(line) if process.agent else None
+        prefix = f"[{process.name} rank{match.group(1)}] " if match else f"[{process.name}] "
+        with lock:
+            out.write(prefix + (match.group(2) if match else line) + "\n")
+            out.flush()
+    stream.close()
+
+
+def _record_event(process: Process, raw: bytes) -> None:
+    try:
+        event = json.loads(raw)
+        meta = event["metadata"]
+        if event.get("source") != "WORKER" or meta.get("global_rank") is None:
+            return
+        state, code = meta.get("state"), json.loads(meta.get("metadata") or "{}").get("exit_code", [None])[0]
+        if state == "SUCCEEDED":
+            process.rank_codes[int(meta["global_rank"])] = 0
+        elif state == "FAILED" and code is not None:
+            process.rank_codes[int(meta["global_rank"])] = int(code)
+    except (ValueError, KeyError, TypeError, IndexError):
+        return  # not an event after all, or one of another shape: the exit code stays unknown
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (Linux /proc; elsewhere none are found and only process groups are signalled).
+    torchrun starts each rank in a session of its own, so signalling the agent's group does not reach them."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal(pids: list[int], group: int, sig: signal.Signals) -> None:
+    for target in [-group, *pids]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(target, sig)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _stop(processes: list[Process], grace: float) -> None:
+    """SIGTERM each process, its group and its descendants; SIGKILL whatever is left after `grace` seconds."""
+    tree: dict[int, list[int]] = {}
+    for process in processes:
+        assert process.popen is not None
+        process.stopped = True
+        tree[process.popen.pid] = descendants(process.popen.pid)
+        _signal(tree[process.popen.pid], process.popen.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+
+    def remaining() -> bool:
+        for process in processes:
+            assert process.popen is not None
+            if process.popen.poll() is None or any(_alive(pid) for pid in tree[process.popen.pid]):
+                return True
+        return False
+
+    while remaining() and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    for process in processes:
+        assert process.popen is not None
+        pid = process.popen.pid
+        _signal([*tree[pid], *descendants(pid)], pid, signal.SIGKILL)
+        process.popen.wait()
+
+
+def _outcome(
+    run_id: str,
+    processes: list[Process],
+    failure: Process | None,
+    timed_out: bool,
+    interrupted: bool,
+    timeout: float | None,
+    wall: float,
+) -> Outcome:
+    ranks: list[RankResult] = []
+    for process in processes:
+        code = process.returncode
+        for rank in process.ranks:
+            if process.agent:
+                known = process.rank_codes.get(rank)
+                note = "" if known is not None else ("stopped" if process.stopped else f"torchrun exited {code}")
+                ranks.append(RankResult(rank, process.name, known, note))
+            elif len(process.ranks) > 1:  # the Databricks driver: the ranks ran as Spark tasks
+                ranks.append(RankResult(rank, process.name, None, f"in Spark; {process.name} exited {code}"))
+            else:
+                ranks.append(RankResult(rank, process.name, None if process.stopped else code, _stopped(process)))
+    ranks.sort(key=lambda r: r.rank)
+    if interrupted:
+        return Outcome(run_id, JobState.CANCELLED, "stopped by Ctrl-C", wall, tuple(ranks))
+    if timed_out:
+        message = f"stopped after {timeout:g}s (scheduling.timeout)"
+        return Outcome(run_id, JobState.FAILED, message, wall, tuple(ranks))
+    if failure is None:
+        return Outcome(run_id, JobState.SUCCEEDED, "", wall, tuple(ranks))
+    failed = [r for r in ranks if r.process == failure.name and r.exit_code not in (None, 0, -signal.SIGTERM)]
+    what = (
+        f"rank {failed[0].rank} [{failure.name}] exited {_code_text(failed[0].exit_code or 0)}"
+        if failed
+        else f"{failure.name} exited {_code_text(failure.returncode or 0)}"
+    )
+    message = f"the first failure seen: {what} (its error is above); the other processes were stopped"
+    return Outcome(run_id, JobState.FAILED, message, wall, tuple(ranks))
+
+
+def _stopped(process: Process) -> str:
+    return "stopped" if process.stopped else ""
+
+
+def _summary(outcome: Outcome) -> str:
+    head = f"crosstrain: {outcome.state.value} in {outcome.wall_seconds:.1f}s"
+    lines = [head + (f": {outcome.message}" if outcome.message else "")]
+    lines += [f"  {rank.line()}" for rank in outcome.ranks]
+    return "\n".join(lines)

@@ -1,0 +1,535 @@
+"""`local`: run a job on this machine as a small multi-node cluster of processes, with a platform's environment.
+
+`render()` returns the plan: the processes `run` starts, with their command lines and the variables each gets.
+Where a platform starts one process per node (torchrun, Vertex AI, AI Platform, Azure ML per-node) a plan entry
+is that node's process, whose torchrun starts the ranks; where it starts the ranks itself (Azure ML per-process,
+MPI) an entry is one rank; for Databricks it is the driver, whose TorchDistributor runs the ranks as Spark tasks
+on a local SparkSession. Every node lives on 127.0.0.1.
+
+For a cloud emulation the job is first rendered by that target's own backend (with placeholder account settings
+where the job file has none), and the plan runs the command, arguments and environment from that request, so a
+local run goes through the launcher path the cloud would take, and is refused for the same reasons.
+
+`send()` runs the plan in the foreground (`crosstrain.backends._supervisor`) and returns a handle that holds the
+outcome. Container images are not pulled: commands run in this Python environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from crosstrain.backends.base import Backend, Capabilities, HttpCall, JobHandle, JobState, JobStatus, Request
+from crosstrain.errors import MissingDependency, Problem, SpecError, Unsupported
+from crosstrain.settings import TargetSettings
+from crosstrain.spec import Machine, TrainingJob
+
+Emulation = Literal["torchrun", "vertex", "aiplatform", "azureml", "azureml-mpi", "databricks"]
+EMULATIONS: tuple[str, ...] = Emulation.__args__  # type: ignore[attr-defined]
+LOOPBACK = "127.0.0.1"
+# Filled in when the run starts: a free TCP port, the run's scratch folder, and the caller's PATH.
+PORT, RUN_DIR, PATH = "${MASTER_PORT}", "${RUN_DIR}", "${PATH}"
+# The variables a platform or launcher sets; inherited ones would make every process believe it is some rank.
+_CLUSTER_NAMES = frozenset(
+    {
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "NODE_RANK",
+        "GROUP_RANK",
+        "GROUP_WORLD_SIZE",
+        "ROLE_RANK",
+        "ROLE_WORLD_SIZE",
+        "ROLE_NAME",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "CLUSTER_SPEC",
+        "TF_CONFIG",
+        "CLOUD_ML_JOB_ID",
+        "CROSSTRAIN_PLATFORM",
+        "PYSPARK_SUBMIT_ARGS",
+    }
+)
+_CLUSTER_PREFIXES = (
+    "OMPI_COMM_WORLD_",
+    "PMI_",
+    "MPI_LOCAL",
+    "MV2_COMM_WORLD_",
+    "AZ_BATCH",
+    "AZUREML_",
+    "PET_",
+    "TORCHELASTIC_",
+)
+# What a node is rendered as where the platform needs a machine: the local processes per node, not its GPUs,
+# decide how many processes the platform starts.
+_CPU_MACHINES = {"vertex": "n1-standard-8", "aiplatform": "n1-standard-8"}
+PLACEHOLDER_IMAGE = "local-emulation/no-image:latest"
+# Placeholder account settings for rendering a cloud target's request when the job file names none.
+_PLACEHOLDER_ACCOUNTS: dict[str, dict[str, str]] = {
+    "vertex": {"project": "local-emulation", "region": "us-central1"},
+    "aiplatform": {"project": "local-emulation", "region": "us-central1"},
+    "azureml": {
+        "subscription_id": "00000000-0000-0000-0000-000000000000",
+        "resource_group": "local-emulation",
+        "workspace": "local-emulation",
+        "compute": "local-emulation",
+    },
+    "databricks": {"host": "https://local-emulation.cloud.databricks.com"},
+}
+
+
+def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The caller's environment without the variables that say where a process stands in a cluster."""
+    return {k: v for k, v in environ.items() if k not in _CLUSTER_NAMES and not k.startswith(_CLUSTER_PREFIXES)}
+
+
+class LocalSettings(TargetSettings):
+    emulate: Emulation = Field(
+        "torchrun",
+        description="Whose environment each node gets: torchrun (plain torchrun per node), vertex, aiplatform, "
+        "azureml (its PyTorch distribution, or whatever the job's framework renders), azureml-mpi, or databricks "
+        "(TorchDistributor on a local SparkSession; needs the `spark` extra and Java).",
+    )
+    nodes: int | None = Field(None, ge=1, le=64, description="Run at most this many nodes. Default: all of the job's.")
+    nproc_per_node: int | None = Field(
+        None, ge=1, le=64, description="Processes per node. Default: the job's (its GPUs per node, or 1)."
+    )
+    workdir: str | None = Field(
+        None, description="Folder the command runs in. Default: the job file's folder, else the current one."
+    )
+    grace_seconds: float = Field(10.0, ge=0, description="How long stopped processes get before they are killed.")
+
+
+@dataclasses.dataclass
+class _Node:
+    """One process of the plan, as rendered."""
+
+    name: str
+    node: int
+    ranks: list[int]
+    argv: list[str]
+    env: dict[str, str]
+    agent: bool = False  # a torchrun agent that starts the ranks (their exit codes come from its events)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "node": self.node,
+            "ranks": self.ranks,
+            "agent": "torchrun" if self.agent else None,
+            "argv": self.argv,
+            "env": self.env,
+        }
+
+
+class LocalBackend(Backend):
+    """This machine. Example: `crosstrain run job.yaml --local --emulate vertex`."""
+
+    name = "local"
+    title = "This machine (a local multi-node cluster of processes)"
+    settings_model = LocalSettings
+    extra = "runtime"
+    capabilities = Capabilities(
+        per_pool_images=True,  # images are not pulled: every pool runs in this Python environment
+        per_pool_machines=True,
+        per_pool_commands=True,
+        spot=True,  # no capacity to choose here: spot changes nothing
+        frameworks=frozenset({"pytorch", "mpi"}),
+    )
+
+    def _render(self, job: TrainingJob, settings: LocalSettings) -> Request:
+        identity = self.identity(job, settings)
+        workdir = Path(settings.workdir or os.getcwd()).absolute()
+        nodes = min(job.nodes, settings.nodes or job.nodes)
+        primary_gpus = job.primary.machine.gpus if job.primary.machine else 0
+        nproc = settings.nproc_per_node or job.processes_per_node(primary_gpus)
+        shaped = _shaped(job, nodes, nproc if settings.emulate != "databricks" else None)
+        notes: list[str] = []
+        emulated: Request | None = None
+        if settings.emulate == "torchrun":
+            plan = _torchrun_nodes(shaped, nproc)
+        else:
+            emulated, rendered_job = self._render_emulated(shaped, settings.emulate, workdir)
+            notes += [f"{emulated.target}: {note}" for note in emulated.notes]
+            plan = _EMULATORS[settings.emulate](emulated, rendered_job, nproc)
+        gpus_wanted = max((p.machine.gpus if p.machine else 0) for p in job.pools())
+        notes += _assign_gpus(plan, nproc, gpus_wanted, settings.emulate, self.environ)
+        _add_local_variables(plan, nodes * nproc)
+        body = {
+            "emulate": settings.emulate,
+            "workdir": str(workdir),
+            "python": sys.executable,
+            "image": job.image,
+            "nodes": nodes,
+            "nproc_per_node": nproc,
+            "world_size": nodes * nproc,
+            "timeout_seconds": job.scheduling.timeout,
+            "filled_in_at_start": {
+                PORT: f"a free TCP port on {LOOPBACK}",
+                RUN_DIR: "a scratch folder for this run (torchrun's logs), removed at the end",
+                PATH: "the caller's PATH",
+            },
+            "inherits": "the caller's environment, less the variables that place a process in a cluster "
+            "(RANK, WORLD_SIZE, MASTER_*, CLUSTER_SPEC, OMPI_*, AZUREML_*, TORCHELASTIC_*...)",
+            "processes": [node.to_dict() for node in plan],
+        }
+        if emulated is not None:
+            body["rendered_for"] = {"target": emulated.target, "identity": emulated.identity}
+        call = HttpCall(
+            "RUN",
+            workdir.as_uri(),
+            body,
+            purpose="start these processes on this machine and wait for them (not an HTTP call)",
+        )
+        if job.image:
+            notes.append(f"the image {job.image} is not pulled: the command runs in this Python environment")
+        if nodes < job.nodes:
+            notes.append(f"running {nodes} of the job's {job.nodes} nodes (--nodes)")
+        return Request(self.name, identity, job.name, (call,), settings.model_dump(mode="json"), tuple(notes))
+
+    def _render_emulated(self, job: TrainingJob, emulate: str, workdir: Path) -> tuple[Request, TrainingJob]:
+        """The emulated target's own request for `job`, and the job exactly as that target rendered it."""
+        from crosstrain.backends import create_backend
+
+        target = "azureml" if emulate == "azureml-mpi" else emulate
+        if emulate == "azureml-mpi":
+            job = job.model_copy(update={"launch": job.launch.model_copy(update={"framework": "mpi"})})
+        if emulate == "databricks":
+            job = _with_script_path(job, workdir)
+        else:  # machines are not emulated: the processes per node (set on the job) say what the platform starts
+            machine = Machine(type=_CPU_MACHINES[target]) if target in _CPU_MACHINES else None
+            job = job.model_copy(
+                update={
+                    pool: getattr(job, pool).model_copy(update={"machine": machine}) for pool in ("primary", "workers")
+                }
+            )
+        if not job.image and not job.primary.image:  # no image is pulled here, but the platform wants one named
+            job = job.model_copy(update={"image": PLACEHOLDER_IMAGE})
+        section = {**_PLACEHOLDER_ACCOUNTS[target], **job.targets.get(target, {})}
+        job = job.model_copy(update={"targets": {**job.targets, target: section}})
+        try:
+            return create_backend(target, environ=self.environ).render(job), job
+        except Unsupported as exc:
+            raise Unsupported(
+                self.name,
+                [dataclasses.replace(p, message=f"emulating {target}: {p.message}") for p in exc.problems],
+            ) from None
+
+    # -- run -------------------------------------------------------------------------------------------------
+    def send(self, request: Request) -> JobHandle:
+        from crosstrain.backends._supervisor import Process, supervise
+
+        body = request.create.body
+        if importlib.util.find_spec("torch") is None:
+            raise MissingDependency("running a job here needs PyTorch: pip install 'crosstrain[runtime]'")
+        if body["emulate"] == "databricks":
+            _check_spark()
+        processes = [
+            Process(p["name"], p["node"], list(p["ranks"]), p["argv"], p["env"], bool(p["agent"]))
+            for p in body["processes"]
+        ]
+        outcome = supervise(
+            processes,
+            cwd=body["workdir"],
+            base_env=inherited_environment(self.environ),
+            timeout=body["timeout_seconds"],
+            grace=float(request.settings.get("grace_seconds", 10.0)),
+            header=_header(request),
+        )
+        return JobHandle(
+            self.name,
+            request.identity,
+            outcome.run_id,
+            console_url="",
+            ref={"outcome": outcome.to_dict()},
+        )
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        outcome = handle.ref.get("outcome") or {}
+        state = JobState(outcome.get("state", "UNKNOWN"))
+        return JobStatus(state, state.value, outcome.get("message", ""))
+
+    def cancel(self, handle: JobHandle) -> None:
+        """A local run ends before its handle exists (Ctrl-C stops a run that is going)."""
+
+
+def _header(request: Request) -> str:
+    body = request.create.body
+    how = "plain torchrun" if body["emulate"] == "torchrun" else f"the {body['emulate']} environment"
+    lines = [
+        f"crosstrain: running {request.identity} here: {body['nodes']} node(s) x {body['nproc_per_node']} "
+        f"process(es), {how}, in {body['workdir']}",
+        f"crosstrain: images are not pulled (there is no container engine): commands run with {body['python']}",
+    ]
+    return "\n".join(lines + [f"crosstrain: note: {note}" for note in request.notes if "is not pulled" not in note])
+
+
+def _shaped(job: TrainingJob, nodes: int, nproc: int | None) -> TrainingJob:
+    """The job with at most `nodes` nodes and `nproc` processes per node, as the emulated platform gets it."""
+    update: dict[str, Any] = {"workers": job.workers.model_copy(update={"replicas": nodes - 1})}
+    if nproc is not None:
+        update["launch"] = job.launch.model_copy(update={"processes_per_node": nproc})
+    return job.model_copy(update=update)
+
+
+def _with_script_path(job: TrainingJob, workdir: Path) -> TrainingJob:
+    """A relative `python x.py` resolved against the workdir: the Databricks render looks for the file it uploads."""
+    pool = job.primary if job.primary.command is not None else job
+    command = list(pool.command or [])
+    for i, token in enumerate(command):
+        if token.endswith(".py") and not Path(token).is_absolute() and (workdir / token).is_file():
+            command[i] = str(workdir / token)
+            if pool is job:
+                return job.model_copy(update={"command": command})
+            return job.model_copy(update={"primary": job.primary.model_copy(update={"command": command})})
+    return job
+
+
+def _command(job: TrainingJob, role_index: int) -> list[str]:
+    pool = job.pools()[role_index]
+    if not pool.command:
+        raise SpecError([Problem("command", "a local run needs a command", "set `command`, e.g. python train.py")])
+    return [*pool.command, *pool.args]
+
+
+def _torchrun_nodes(job: TrainingJob, nproc: int) -> list[_Node]:
+    nodes = []
+    for node in range(job.nodes):
+        pool = 0 if node == 0 else 1
+        argv = [
+            "python",
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={job.nodes}",
+            f"--node_rank={node}",
+            f"--nproc_per_node={nproc}",
+            f"--master_addr={LOOPBACK}",
+            f"--master_port={PORT}",
+            "--max_restarts=0",
+            "--no_python",
+            *_command(job, pool),
+        ]
+        nodes.append(_Node(f"node{node}", node, _ranks(node, nproc), argv, dict(job.pools()[pool].env), agent=True))
+    return nodes
+
+
+def _ranks(node: int, nproc: int) -> list[int]:
+    return list(range(node * nproc, (node + 1) * nproc))
+
+
+def _runs_torchrun(argv: list[str]) -> bool:
+    """True when the node's command starts its ranks through torchrun (crosstrain's launcher does); Azure ML's
+    command is one shell string."""
+    line = " ".join(argv)
+    return "crosstrain.launch" in line or "torch.distributed.run" in line
+
+
+def _vertex_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
+    body, nodes = request.create.body, job.nodes
+    specs = body["jobSpec"]["workerPoolSpecs"]
+    cluster = {"workerpool0": [f"{LOOPBACK}:2222"]}
+    if nodes > 1:
+        cluster["workerpool1"] = [f"{LOOPBACK}:{2223 + i}" for i in range(nodes - 1)]
+    output = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
+    plan = []
+    for node in range(nodes):
+        pool, index = ("workerpool0", 0) if node == 0 else ("workerpool1", node - 1)
+        container = specs[0 if node == 0 else 1]["containerSpec"]
+        argv = [*container.get("command", []), *container.get("args", [])]
+        env = {item["name"]: item["value"] for item in container.get("env", [])}
+        task = {"type": pool, "index": index, "trial": ""}
+        env["CLUSTER_SPEC"] = json.dumps({"cluster": cluster, "task": task, "environment": "cloud"})
+        env["CLOUD_ML_JOB_ID"] = request.identity
+        # Vertex sets the node-level variables only on multi-replica jobs; the port is always set here, since a
+        # fixed default (29500) would collide between local runs.
+        env.update({"MASTER_ADDR": LOOPBACK, "MASTER_PORT": PORT})
+        if nodes > 1:
+            env.update({"RANK": str(node), "WORLD_SIZE": str(nodes)})
+        if output:
+            base = output.rstrip("/")
+            env.update(
+                {
+                    "AIP_MODEL_DIR": f"{base}/model/",
+                    "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
+                    "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/",
+                }
+            )
+        plan.append(_node_process(node, nproc, argv, env))
+    return plan
+
+
+def _node_process(node: int, nproc: int, argv: list[str], env: dict[str, str]) -> _Node:
+    """A node's one process: a torchrun agent when it runs the launcher, else the only rank of its node."""
+    if not argv:
+        raise SpecError(
+            [Problem("command", "the image's own entrypoint cannot run here", "set `command`, e.g. python train.py")]
+        )
+    agent = _runs_torchrun(argv)
+    ranks = _ranks(node, nproc) if agent else [node]
+    return _Node(f"node{node}", node, ranks, argv, env, agent=agent)
+
+
+def _aiplatform_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
+    body, nodes = request.create.body, job.nodes
+    training = body["trainingInput"]
+    cluster = {"master": [f"{LOOPBACK}:2222"], "worker": [f"{LOOPBACK}:{2223 + i}" for i in range(nodes - 1)]}
+    plan = []
+    for node in range(nodes):
+        config = training["masterConfig"] if node == 0 else training.get("workerConfig", training["masterConfig"])
+        argv = [*config.get("containerCommand", []), *config.get("containerArgs", [])]
+        task = {"type": "master", "index": 0} if node == 0 else {"type": "worker", "index": node - 1}
+        env = {
+            "MASTER_ADDR": LOOPBACK,
+            "MASTER_PORT": PORT,
+            "WORLD_SIZE": str(nodes),
+            "RANK": str(node),
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": task, "environment": "cloud"}),
+            "CLOUD_ML_JOB_ID": body["jobId"],
+        }
+        plan.append(_node_process(node, nproc, argv, env))
+    return plan
+
+
+def _azureml_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
+    props, nodes = request.create.body["properties"], job.nodes
+    distribution = props.get("distribution") or {}
+    kind = distribution.get("distributionType")
+    if kind == "TensorFlow":
+        raise Unsupported(
+            "local",
+            [Problem("launch.framework", "local runs start PyTorch and MPI jobs, not TensorFlow", "use pytorch")],
+        )
+    per_node = int(distribution.get("processCountPerInstance", 1))
+    argv = ["/bin/sh", "-c", props["command"]]
+    base = {**(props.get("environmentVariables") or {}), "AZUREML_RUN_ID": request.identity}
+    world = nodes * per_node
+    plan = []
+    for node in range(nodes):
+        for local in range(per_node):
+            rank = node * per_node + local
+            env = dict(base)
+            if kind == "Mpi":
+                env.update(
+                    {
+                        "OMPI_COMM_WORLD_RANK": str(rank),
+                        "OMPI_COMM_WORLD_SIZE": str(world),
+                        "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+                        "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
+                        "OMPI_COMM_WORLD_NODE_RANK": str(local),  # Open MPI's meaning, not the node index
+                        "AZ_BATCHAI_MPI_MASTER_NODE": LOOPBACK,
+                        # Azure sets it on multi-node jobs only; always here, since a fixed port would collide.
+                        "AZ_BATCH_MASTER_NODE": f"{LOOPBACK}:{PORT}",
+                    }
+                )
+            elif kind == "PyTorch":
+                env.update(
+                    {
+                        "MASTER_ADDR": LOOPBACK,
+                        "MASTER_PORT": PORT,
+                        "WORLD_SIZE": str(world),
+                        "NODE_RANK": str(node),
+                        "RANK": str(rank),
+                        "LOCAL_RANK": str(local),
+                    }
+                )
+            name = f"node{node}" if per_node == 1 else f"node{node} rank{rank}"
+            process = _node_process(node, nproc, argv, env) if per_node == 1 else None
+            plan.append(process or _Node(name, node, [rank], argv, env))
+    return plan
+
+
+def _databricks_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
+    from crosstrain.databricks_task import DistributorCall
+
+    task = request.create.body["tasks"][0]
+    call = DistributorCall.parse(task["python_wheel_task"]["parameters"])
+    target = call.target
+    if any(c.url.endswith("/workspace/import") for c in request.calls):  # uploaded there: run it from here
+        target = next(t for t in job.pools()[0].command or [] if t.endswith(".py"))
+    processes = nproc if call.local_mode else job.nodes * nproc
+    # No GPUs in a local SparkSession: TorchDistributor runs the ranks on the CPU (gloo).
+    call = dataclasses.replace(call, num_processes=processes, use_gpu=False, target=target)
+    env = {
+        k: v
+        for k, v in (task["new_cluster"].get("spark_env_vars") or {}).items()
+        if not k.endswith("_SOCKET_IFNAME")  # the cloud's interface name; every node is on loopback here
+    }
+    slots = 1 if call.local_mode else processes
+    spark_conf = "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false"
+    env["PYSPARK_SUBMIT_ARGS"] = f"--master local[{slots}] {spark_conf} pyspark-shell"
+    env["SPARK_LOCAL_IP"] = LOOPBACK
+    env["PYSPARK_PYTHON"] = sys.executable
+    argv = ["python", "-m", "crosstrain.databricks_task", *call.parameters()]
+    return [_Node("driver", 0, list(range(processes)), argv, env)]
+
+
+_EMULATORS = {
+    "vertex": _vertex_nodes,
+    "aiplatform": _aiplatform_nodes,
+    "azureml": _azureml_nodes,
+    "azureml-mpi": _azureml_nodes,
+    "databricks": _databricks_nodes,
+}
+
+
+def _visible_gpus(environ: Mapping[str, str]) -> list[str]:
+    """GPU ids this machine shows (without importing torch): `CUDA_VISIBLE_DEVICES`, else the NVIDIA driver's list."""
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return [g.strip() for g in environ["CUDA_VISIBLE_DEVICES"].split(",") if g.strip()]
+    driver = Path("/proc/driver/nvidia/gpus")
+    return [str(i) for i in range(len(list(driver.iterdir())))] if driver.is_dir() else []
+
+
+def _assign_gpus(plan: list[_Node], nproc: int, wanted: int, emulate: str, environ: Mapping[str, str]) -> list[str]:
+    """Each node its own GPUs when there are enough for every rank; else every rank on the CPU, and say so."""
+    if not wanted:
+        return []
+    gpus = _visible_gpus(environ)
+    nodes = max(p.node for p in plan) + 1
+    if gpus and len(gpus) >= nodes * nproc and emulate != "databricks":
+        for process in plan:
+            process.env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[process.node * nproc : (process.node + 1) * nproc])
+        return [f"each node gets {nproc} of this machine's {len(gpus)} GPUs"]
+    if gpus:
+        for process in plan:
+            process.env["CUDA_VISIBLE_DEVICES"] = ""
+        return [f"the job's GPUs are not all here ({len(gpus)} for {nodes * nproc} ranks): ranks use gloo on the CPU"]
+    return ["this machine has no GPU: ranks use gloo on the CPU"]
+
+
+def _add_local_variables(plan: list[_Node], processes: int) -> None:
+    """What a machine shared by every node needs: this Python first on PATH, live output, a fair share of cores,
+    and, for torchrun agents, rank-prefixed output and per-rank exit codes (torchrun's own `PET_*` switches)."""
+    threads = str(max(1, (os.cpu_count() or 1) // processes))
+    python_dir = str(Path(sys.executable).parent)
+    for process in plan:
+        extra = {"PATH": f"{python_dir}{os.pathsep}{PATH}", "PYTHONUNBUFFERED": "1"}
+        if "OMP_NUM_THREADS" not in process.env:
+            extra["OMP_NUM_THREADS"] = threads
+        if process.agent:
+            extra.update(
+                {
+                    "PET_TEE": "3",
+                    "PET_LOG_DIR": f"{RUN_DIR}/{process.name}",
+                    "PET_EVENT_LOG_HANDLER": "console",
+                    "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}] ",
+                }
+            )
+        process.env = {**process.env, **extra}
+
+
+def _check_spark() -> None:
+    if importlib.util.find_spec("pyspark") is None:
+        raise MissingDependency("emulating Databricks needs a local Spark: pip install 'crosstrain[spark]'")
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        raise MissingDependency("emulating Databricks starts a local SparkSession, which needs Java 17 (or JAVA_HOME)")

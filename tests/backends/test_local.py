@@ -1,0 +1,275 @@
+"""The local backend: its plan (pure, read back by the real runtime) and real runs of the quickstart example.
+
+The runs start real processes (torchrun, gloo, a local SparkSession for Databricks) through the CLI, as a user
+does, so they are few: the example under every emulation, a rank that fails, Ctrl-C, and a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import crosstrain
+from crosstrain.backends import create_backend
+from crosstrain.backends.base import Request
+from crosstrain.backends.local import EMULATIONS, inherited_environment
+from crosstrain.errors import SpecError, Unsupported
+from crosstrain.launch import plan, with_node_count
+from crosstrain.runtime import detect
+from tests.conftest import ROOT
+from tests.runtime.test_multiprocess import alive
+
+EXAMPLE = ROOT / "examples" / "ddp-quickstart" / "job.yaml"
+JOB = {"name": "t", "command": "python train.py", "workers": {"replicas": 1}, "targets": {"local": {}}}
+
+
+def render(job: Any = EXAMPLE, environ: dict[str, str] | None = None, **settings: Any) -> Request:
+    return crosstrain.render(job, "local", environ=environ or {}, **settings)
+
+
+def processes(request: Request) -> list[dict[str, Any]]:
+    body = request.create.body
+    filled: list[dict[str, Any]] = json.loads(
+        json.dumps(body["processes"]).replace("${MASTER_PORT}", "29999").replace("${RUN_DIR}", "/run")
+    )
+    return filled
+
+
+# -- the plan --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("emulate", [e for e in EMULATIONS if e != "databricks"])
+def test_every_rank_reads_its_place_from_the_emulated_environment(emulate: str) -> None:
+    """Each planned process's environment, read by the real `runtime.detect` (and the launcher's plan where a
+    node runs it), puts ranks 0-3 on nodes 0-1, with the primary on loopback: the emulation is what the runtime
+    sees on that platform."""
+    request = render(emulate=emulate)
+    seen: list[tuple[int, int]] = []
+    for process in processes(request):
+        env = detect(process["env"])
+        assert env.master_addr == "127.0.0.1"
+        argv = process["argv"]
+        if process["agent"]:  # a node's one process: torchrun starts its ranks
+            line = " ".join(argv)
+            if "crosstrain.launch" in line:  # as the cloud runs it: the launcher reads the platform's variables
+                nnodes = re.search(r"--nnodes (\d+)", line)
+                argv = plan(with_node_count(env, int(nnodes.group(1)) if nnodes else None), "2", ["python", "t.py"])
+            assert {f"--node_rank={process['node']}", "--nnodes=2", "--nproc_per_node=2"} <= set(argv)
+            seen += [(rank, process["node"]) for rank in process["ranks"]]
+        else:  # a rank the platform started itself
+            assert (env.rank, env.node_rank, env.world_size) == (process["ranks"][0], process["node"], 4)
+            seen.append((env.rank, env.node_rank))
+    assert sorted(seen) == [(0, 0), (1, 0), (2, 1), (3, 1)]
+
+
+def test_a_cloud_emulation_runs_the_command_that_target_renders() -> None:
+    two_per_node = crosstrain.load_job(EXAMPLE).model_dump(exclude_unset=True)
+    two_per_node |= {"launch": {"processes_per_node": 2}, "primary": {"machine": "n1-standard-8"}}
+    vertex = crosstrain.render(two_per_node, "vertex", environ={}).create.body["jobSpec"]["workerPoolSpecs"][0]
+    [node0, _] = processes(render(emulate="vertex"))
+    assert node0["argv"] == vertex["containerSpec"]["command"] + vertex["containerSpec"]["args"]
+    assert node0["argv"][:7] == ["python", "-m", "crosstrain.launch", "--nproc-per-node", "2", "--", "python"]
+    assert node0["env"]["NCCL_DEBUG"] == "WARN"  # the job's env, as the CustomJob carries it
+    assert json.loads(node0["env"]["CLUSTER_SPEC"])["task"] == {"type": "workerpool0", "index": 0, "trial": ""}
+    [azure0, *_] = processes(render(emulate="azureml"))
+    assert azure0["argv"][:2] == ["/bin/sh", "-c"]  # Azure ML's command is one shell line
+    mpi = processes(render(emulate="azureml-mpi"))
+    assert [p["env"]["OMPI_COMM_WORLD_RANK"] for p in mpi] == ["0", "1", "2", "3"]
+
+
+def test_databricks_runs_torchdistributor_on_the_local_file() -> None:
+    [driver] = processes(render(emulate="databricks"))
+    assert driver["argv"][:3] == ["python", "-m", "crosstrain.databricks_task"]
+    assert "--num-processes=4" in driver["argv"]  # 2 nodes x 2: one Spark task per rank
+    assert "--use-gpu=false" in driver["argv"]
+    assert f"--file={EXAMPLE.parent / 'train.py'}" in driver["argv"]
+    assert "local[4]" in driver["env"]["PYSPARK_SUBMIT_ARGS"]  # a barrier stage needs a slot per task
+    assert not any(k.endswith("_SOCKET_IFNAME") for k in driver["env"])  # the cloud's NIC names: not here
+
+
+def test_render_is_deterministic_and_works_in_the_job_files_folder(tmp_path: Path) -> None:
+    first, second = render(), render()
+    assert first.to_dict() == second.to_dict()
+    assert first.create.body["workdir"] == str(EXAMPLE.parent)
+    assert first.identity.startswith("ddp-quickstart-")
+    assert any("not pulled" in note for note in first.notes)
+
+
+def test_nodes_and_processes_can_be_capped() -> None:
+    request = render(nodes=1, nproc_per_node=3)
+    [node] = processes(request)
+    assert "--nproc_per_node=3" in node["argv"]
+    assert "--nnodes=1" in node["argv"]
+    assert any("1 of the job's 2 nodes" in note for note in request.notes)
+
+
+def test_gpus_are_split_between_nodes_or_left_out() -> None:
+    job = {**JOB, "primary": {"machine": "T4:2"}}
+    [n0, n1] = processes(render(job, {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}))
+    assert (n0["env"]["CUDA_VISIBLE_DEVICES"], n1["env"]["CUDA_VISIBLE_DEVICES"]) == ("4,5", "6,7")
+    request = render(job, {"CUDA_VISIBLE_DEVICES": "0"})
+    assert {p["env"]["CUDA_VISIBLE_DEVICES"] for p in processes(request)} == {""}
+    assert any("gloo on the CPU" in note for note in request.notes)
+
+
+def test_what_the_emulated_platform_refuses_is_refused_with_its_reason() -> None:
+    with pytest.raises(Unsupported, match="reduction_server: local has no reduction server"):
+        render({**JOB, "reduction_server": {}})
+    job = {**JOB, "launch": {"mode": "per-process", "processes_per_node": 2}}
+    with pytest.raises(Unsupported, match="emulating vertex"):
+        render(job, emulate="vertex")
+    with pytest.raises(Unsupported, match="local cannot run tensorflow jobs"):
+        render({**JOB, "launch": {"framework": "tensorflow"}}, emulate="azureml")
+    with pytest.raises(SpecError, match="needs a command"):
+        render({"name": "t"})
+
+
+def test_the_inherited_environment_places_no_process() -> None:
+    outer = {"RANK": "3", "OMPI_COMM_WORLD_RANK": "1", "CLUSTER_SPEC": "{}", "HOME": "/h", "LOCAL_DATA": "x"}
+    assert inherited_environment(outer) == {"HOME": "/h", "LOCAL_DATA": "x"}
+
+
+def test_cli_local_options_need_the_local_target() -> None:
+    done = cli("render", str(EXAMPLE), "-t", "vertex", "--emulate", "vertex")
+    assert done.returncode == 2
+    assert "add --local" in done.stderr
+    done = cli("render", str(EXAMPLE), "--local", "--emulate", "vertx")
+    assert done.returncode == 2
+    assert "targets.local.emulate" in done.stderr
+
+
+# -- real runs -------------------------------------------------------------------------------------------------
+def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crosstrain.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=inherited_environment(os.environ),
+    )
+
+
+def _needs_java(emulate: str) -> None:
+    if emulate == "databricks" and not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no Java for the local SparkSession")
+
+
+@pytest.mark.parametrize("emulate", EMULATIONS)
+def test_the_example_trains_under_every_emulation(emulate: str) -> None:
+    _needs_java(emulate)
+    done = cli("run", str(EXAMPLE), "--local", "--emulate", emulate)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    finals = dict(re.findall(r"rank (\d)/4 done in [\d.]+s: params (\w+)", done.stdout))
+    assert sorted(finals) == ["0", "1", "2", "3"], done.stdout[-3000:]
+    assert len(set(finals.values())) == 1  # DDP kept every rank's parameters identical
+    losses = [float(x) for x in re.findall(r"epoch \d/5: loss ([\d.]+)", done.stdout)]
+    assert losses[-1] < losses[0] / 5
+    assert "SUCCEEDED" in done.stderr
+    if emulate != "databricks":  # torchrun's events or the processes themselves give each rank's exit code
+        assert re.findall(r"rank (\d) \[node\d\]: exit 0", done.stderr) == ["0", "1", "2", "3"]
+        assert re.search(r"^\[node1 rank3\] rank 3/4 done", done.stdout, re.MULTILINE)
+
+
+FAILS_ON_RANK_1 = """
+    import os, time
+    from pathlib import Path
+    import torch.distributed as dist
+    from crosstrain import runtime
+    Path(os.environ["PID_DIR"], str(os.getpid())).touch()
+    with runtime.init() as env:
+        if env.rank == 1:
+            raise RuntimeError("rank 1 fails on purpose")
+        for _ in range(3000):
+            time.sleep(0.1)
+            dist.barrier()
+"""
+
+
+def failing_job(tmp_path: Path, script: str, **extra: Any) -> Path:
+    (tmp_path / "train.py").write_text(textwrap.dedent(script))
+    (tmp_path / "pids").mkdir()
+    job = {**JOB, "env": {"PID_DIR": str(tmp_path / "pids")}, "launch": {"processes_per_node": 2}, **extra}
+    path = tmp_path / "job.yaml"
+    path.write_text(json.dumps(job))
+    return path
+
+
+def assert_no_strays(pid_dir: Path) -> None:
+    pids = [int(p.name) for p in pid_dir.iterdir()]
+    assert pids
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in pids if alive(pid)]
+
+
+@pytest.mark.parametrize("emulate", ["torchrun", "azureml"])
+def test_a_failing_rank_ends_the_run_fast_with_its_error_and_nothing_left(emulate: str, tmp_path: Path) -> None:
+    job = failing_job(tmp_path, FAILS_ON_RANK_1)
+    started = time.monotonic()
+    done = cli("run", str(job), "--local", "--emulate", emulate, timeout=120)
+    assert time.monotonic() - started < 60
+    assert done.returncode == 4, done.stderr[-3000:]
+    assert "RuntimeError: rank 1 fails on purpose" in done.stdout
+    assert re.search(r"^\[node0 rank1\] .*rank 1 fails on purpose", done.stdout, re.MULTILINE)
+    assert "FAILED" in done.stderr
+    assert "the first failure seen" in done.stderr
+    assert_no_strays(tmp_path / "pids")
+
+
+SLEEPS = """
+    import os, sys, time
+    from pathlib import Path
+    Path(os.environ["PID_DIR"], str(os.getpid())).touch()
+    print("up", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+    job = failing_job(tmp_path, SLEEPS)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "crosstrain.cli", "run", str(job), "--local"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=inherited_environment(os.environ),
+    )
+    deadline = time.monotonic() + 120
+    while len(list((tmp_path / "pids").iterdir())) < 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err[-3000:]
+    assert "CANCELLED" in err
+    assert_no_strays(tmp_path / "pids")
+
+
+def test_the_jobs_timeout_stops_it(tmp_path: Path) -> None:
+    job = failing_job(tmp_path, SLEEPS, scheduling={"timeout": 3})
+    done = cli("run", str(job), "--local", "--emulate", "azureml", "--set", "grace_seconds=1", timeout=120)
+    assert done.returncode == 4
+    assert "stopped after 3s (scheduling.timeout)" in done.stderr
+    assert_no_strays(tmp_path / "pids")
+
+
+def test_the_handle_holds_the_outcome(tmp_path: Path) -> None:
+    job = failing_job(tmp_path, "import os, pathlib; pathlib.Path(os.environ['PID_DIR'], str(os.getpid())).touch()\n")
+    handle = create_backend("local").submit(
+        crosstrain.load_job(job), {"workdir": str(tmp_path), "emulate": "azureml", "nodes": 1}
+    )
+    assert handle.status().state is crosstrain.JobState.SUCCEEDED
+    assert handle.wait().state is crosstrain.JobState.SUCCEEDED
+    again = crosstrain.JobHandle.loads(handle.dumps())
+    assert [r["exit_code"] for r in again.ref["outcome"]["ranks"]] == [0, 0]
