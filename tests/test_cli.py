@@ -15,7 +15,9 @@ from tests.conftest import ROOT
 EXAMPLE = ROOT / "examples" / "ddp-quickstart" / "job.yaml"
 
 
-def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "crosstrain.cli", *args],
         input=stdin,
@@ -23,7 +25,7 @@ def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None)
         text=True,
         env={**os.environ, **(env or {})},
         timeout=120,
-        cwd=ROOT,
+        cwd=cwd,
     )
 
 
@@ -169,7 +171,8 @@ def test_validate_reports_each_target(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert report["targets"]["fake"] == []
     assert report["targets"]["vertx"][0]["message"] == "unknown target 'vertx'"
-    assert run("validate", str(EXAMPLE)).returncode == 0
+    # every target, databricks included: it finds the training file it uploads in the current folder
+    assert run("validate", str(EXAMPLE), cwd=EXAMPLE.parent).returncode == 0
 
 
 def test_catalog_and_help() -> None:

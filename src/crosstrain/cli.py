@@ -8,6 +8,7 @@ Exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage (or a spec the tar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -269,7 +270,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         handle = api.submit(job, target, **settings)
         _say(f"submitted {handle.identity} to {handle.target}" + (" (it existed already)" if handle.adopted else ""))
         return _wait(handle, args.timeout, 10.0, args.json)
-    handle = api.submit(job, target, **settings)
+    # With --json, stdout holds only the result: the processes' output goes to stderr with the narration.
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        handle = api.submit(job, target, **settings)
     status = handle.status()
     if args.json:
         _print_json({"identity": handle.identity, **status.to_dict(), "outcome": handle.ref.get("outcome")})
