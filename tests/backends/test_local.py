@@ -27,6 +27,7 @@ from crosstrain.backends.local import EMULATIONS, inherited_environment
 from crosstrain.errors import SpecError, Unsupported
 from crosstrain.launch import plan, with_node_count
 from crosstrain.runtime import detect
+from crosstrain.testing.conformance import BackendConformance
 from tests.conftest import ROOT
 from tests.runtime.test_multiprocess import alive
 
@@ -273,3 +274,21 @@ def test_the_handle_holds_the_outcome(tmp_path: Path) -> None:
     assert handle.wait().state is crosstrain.JobState.SUCCEEDED
     again = crosstrain.JobHandle.loads(handle.dumps())
     assert [r["exit_code"] for r in again.ref["outcome"]["ranks"]] == [0, 0]
+
+
+class TestLocalConformance(BackendConformance):
+    target = "local"
+    settings = {"workdir": "/tmp/crosstrain-conformance"}
+    methods = ("RUN",)
+    refused = [
+        ({"reduction_server": {"replicas": "auto"}}, "reduction server"),
+        ({"parameter_servers": {"replicas": 2}}, "parameter servers"),
+        ({"evaluators": {"replicas": 1}}, "evaluators"),
+        ({"launch": {"framework": "tensorflow"}}, "tensorflow"),
+    ]
+
+
+class TestLocalVertexConformance(TestLocalConformance):
+    """An emulation renders the cloud target's request on the way: that must stay pure too."""
+
+    settings = {"workdir": "/tmp/crosstrain-conformance", "emulate": "vertex"}

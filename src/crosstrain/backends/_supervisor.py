@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -151,7 +151,8 @@ def supervise(
         except KeyboardInterrupt:
             interrupted = True
         finally:
-            _stop([p for p in processes if p.popen is not None and p.returncode is None], grace)
+            with _no_interrupts():  # a second Ctrl-C must not cut the stopping short and leave processes behind
+                _stop([p for p in processes if p.popen is not None and p.returncode is None], grace)
             for pump in pumps:
                 pump.join(timeout=5)
     wall = time.monotonic() - started
@@ -160,6 +161,18 @@ def supervise(
     if interrupted:
         raise KeyboardInterrupt
     return outcome
+
+
+@contextlib.contextmanager
+def _no_interrupts() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _say(err: TextIO, lock: threading.Lock, text: str) -> None:
@@ -311,7 +324,7 @@ def _outcome(
         return Outcome(run_id, JobState.SUCCEEDED, "", wall, tuple(ranks))
     failed = [r for r in ranks if r.process == failure.name and r.exit_code not in (None, 0, -signal.SIGTERM)]
     what = (
-        f"rank {failed[0].rank} [{failure.name}] exited {_code_text(failed[0].exit_code or 0)}"
+        f"rank {failed[0].rank} [{failure.name.split()[0]}] exited {_code_text(failed[0].exit_code or 0)}"
         if failed
         else f"{failure.name} exited {_code_text(failure.returncode or 0)}"
     )

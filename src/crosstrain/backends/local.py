@@ -166,6 +166,7 @@ class LocalBackend(Backend):
         notes += _assign_gpus(plan, nproc, gpus_wanted, settings.emulate, self.environ)
         _add_local_variables(plan, nodes * nproc)
         body = {
+            "identity": identity,
             "emulate": settings.emulate,
             "workdir": str(workdir),
             "python": sys.executable,

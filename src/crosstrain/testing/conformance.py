@@ -67,6 +67,8 @@ class BackendConformance:
     job_changes: ClassVar[dict[str, Any]] = {}
     #: (changes to the base job, words the refusal must contain)
     refused: ClassVar[list[tuple[dict[str, Any], str]]] = []
+    #: The verbs a request may hold: HTTP, or `RUN` for the local target, whose "calls" start processes.
+    methods: ClassVar[tuple[str, ...]] = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
     # -- helpers -------------------------------------------------------------------------------------------
     def job(self, **changes: Any) -> TrainingJob:
@@ -112,7 +114,7 @@ class BackendConformance:
     def test_request_carries_no_credentials(self) -> None:
         for call in self.render().calls:
             assert not {h.lower() for h in call.headers} & {"authorization", "x-api-key", "cookie"}
-            assert call.method in ("GET", "POST", "PUT", "PATCH", "DELETE")
+            assert call.method in self.methods
 
     def test_refusals_carry_reasons(self) -> None:
         for changes, words in self.refused:
