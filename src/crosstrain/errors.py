@@ -83,23 +83,44 @@ class MissingDependency(CrosstrainError, ImportError):
 
 
 class SubmitError(CrosstrainError):
-    """The platform refused or failed the request."""
+    """The platform refused or failed the request: final, not retried.
+
+    `job_may_exist` is True when an earlier attempt may have been accepted, so the job may exist although
+    this call failed; the message then says how to find or adopt it.
+    """
 
     exit_code = ExitCode.SUBMIT_FAILED
 
+    def __init__(self, message: str, *, job_may_exist: bool = False) -> None:
+        super().__init__(message)
+        self.job_may_exist = job_may_exist
+
 
 class TransientError(SubmitError):
-    """A failure worth retrying.
+    """A failure worth retrying, in one of two kinds that every platform's adaptor maps its errors to.
 
     `accepted` says what the error proves about the request: False when it cannot have been accepted
-    (connection refused, 429, 503 before processing), None when the outcome is unknown (timeout after
-    sending, 500, 502, 504). `retry_after` is the server's Retry-After in seconds, if it sent one.
+    ("refused, retry": connection refused, 429, 503), None when the outcome is unknown ("look first":
+    timeout after sending, dropped connection, 408, 500, 502, 504). A `SubmitError` that is not transient is
+    "final". `retry_after` is the server's Retry-After in seconds, if it sent one.
     """
 
     def __init__(self, message: str, *, accepted: bool | None = None, retry_after: float | None = None) -> None:
-        super().__init__(message)
+        super().__init__(message, job_may_exist=accepted is None)
         self.accepted = accepted
         self.retry_after = retry_after
+
+
+class IdentityConflict(SubmitError):
+    """A job with this identity exists, made from a different request: adopting it would run the wrong job."""
+
+    def __init__(self, identity: str, wanted: str, found: str | None, where: str, fix: str) -> None:
+        super().__init__(
+            f"a job with identity {identity} exists ({where}), made from a different request: its fingerprint "
+            f"is {found or 'missing (not made by this version of crosstrain)'}, this request's is {wanted}. "
+            f"Nothing was created. To run this request, {fix}"
+        )
+        self.identity, self.wanted, self.found = identity, wanted, found
 
 
 class JobFailed(CrosstrainError):

@@ -4,14 +4,16 @@ Creates and polls are retried differently:
 
 * a **create** is retried only when that cannot make a second job: the error proves the request was not
   accepted (`TransientError.accepted is False`), or the platform dedupes by the render-time identity
-  (idempotency token, client-chosen name). Where the platform does not dedupe (Vertex), an `adopt` callback
-  looks for a job carrying the identity before each retry and returns it if found.
+  (idempotency token, client-chosen name). After an unknown outcome a `find` callback looks for a job carrying
+  the identity (for a settling window where the platform does not dedupe) and returns it if found, and
+  looks once more before a final error, which then says whether a job may exist.
 * a **poll** is always safe to retry, with capped exponential backoff and jitter, and never sooner than the
   server's `Retry-After`. Each poll gets a fresh error budget, so one success resets it (skypilot#10155).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,38 +24,6 @@ import tenacity
 from crosstrain.errors import SubmitError, TransientError
 
 T = TypeVar("T")
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date), or None."""
-    if not value:
-        return None
-    import email.utils  # only needed on this rare path
-
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-# Refused before anything was accepted (retry freely) / outcome unknown (the job may exist: look before retrying).
-REFUSED_STATUSES = frozenset({429, 503})
-UNKNOWN_OUTCOME_STATUSES = frozenset({408, 500, 502, 504})
-
-
-def error_for_status(code: int, message: str, retry_after: str | None = None) -> SubmitError | TransientError | None:
-    """A failed HTTP call as crosstrain's error, the same on every platform: 429 and 503 are retried at once
-    (honouring Retry-After), 408 and 5xx gateway errors leave it open whether the call was accepted, any other
-    status from 400 up is final. None below 400."""
-    if code in REFUSED_STATUSES:
-        return TransientError(message, accepted=False, retry_after=parse_retry_after(retry_after))
-    if code in UNKNOWN_OUTCOME_STATUSES:
-        return TransientError(message, accepted=None, retry_after=parse_retry_after(retry_after))
-    return SubmitError(message) if code >= 400 else None
 
 
 class _WaitHonouringRetryAfter(tenacity.wait.wait_base):
@@ -74,12 +44,20 @@ class _WaitHonouringRetryAfter(tenacity.wait.wait_base):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how patiently to retry. `sleep` is injectable so tests run without waiting."""
+    """How often and how patiently to retry. `sleep` is injectable so tests run without waiting.
+
+    `call_timeout` bounds every call an adaptor makes (a stalled server is an unknown outcome, not a hang);
+    `settle` is how long to keep looking for a job after an unknown outcome on a platform that cannot dedupe
+    a create, before creating again (a service may create the job seconds after it answered 504).
+    """
 
     attempts: int = 6
     initial: float = 1.0
     maximum: float = 30.0
     jitter: float = 1.0
+    call_timeout: float = 60.0
+    settle: float = 15.0
+    look_interval: float = 2.0
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
 
     def _retrying(self, retry: tenacity.retry_base) -> tenacity.Retrying:
@@ -98,26 +76,47 @@ class RetryPolicy:
         """Call a read-only `fn`, retrying any `TransientError`."""
         return self._retrying(tenacity.retry_if_exception_type(TransientError))(fn)
 
+    def look(self, find: Callable[[], T | None], *, window: float = 0.0) -> T | None:
+        """`find()` (retried as a poll), again every `look_interval` for `window` seconds while it finds nothing."""
+        found = self.poll(find)
+        looks = math.ceil(window / self.look_interval) if window > 0 else 0
+        for _ in range(looks):
+            if found is not None:
+                break
+            self.sleep(self.look_interval)
+            found = self.poll(find)
+        return found
+
     def create(
         self,
         send: Callable[[], T],
         *,
         dedupes: bool,
-        adopt: Callable[[], T | None] | None = None,
+        find: Callable[[], T | None] | None = None,
+        identity: str = "",
     ) -> T:
-        """Send a create, retrying only where a retry cannot make a second job."""
+        """Send a create, retrying only where a retry cannot make a second job.
+
+        `dedupes`: the platform returns the existing job for a repeated create (idempotency token, fixed name).
+        `find`: looks for the job by its identity. After an unknown outcome it is asked first (for `settle`
+        seconds where the platform cannot dedupe), and once more before giving up, so a job that was created
+        is never hidden behind the last error.
+        """
 
         def safe_to_retry(error: BaseException) -> bool:
             if not isinstance(error, TransientError):
                 return False
-            return error.accepted is False or dedupes or adopt is not None
+            return error.accepted is False or dedupes or find is not None
 
         failures: list[BaseException] = []
+        window = 0.0 if dedupes else self.settle
+
+        def outcome_unknown() -> bool:
+            return any(getattr(f, "accepted", False) is None for f in failures)
 
         def attempt() -> T:
-            # After a failure whose outcome is unknown, a job may exist already: adopt it instead of re-sending.
-            if adopt is not None and failures and getattr(failures[-1], "accepted", None) is not False:
-                found = adopt()
+            if find is not None and failures and getattr(failures[-1], "accepted", False) is None:
+                found = self.look(find, window=window)
                 if found is not None:
                     return found
             try:
@@ -126,13 +125,20 @@ class RetryPolicy:
                 failures.append(error)
                 raise
 
-        retrying = self._retrying(tenacity.retry_if_exception(safe_to_retry))
         try:
-            return retrying(attempt)
-        except TransientError as error:
-            if error.accepted is None and not dedupes and adopt is None:
-                raise SubmitError(
-                    f"{error} - the platform may or may not have accepted the job, and it cannot dedupe a "
-                    "retry, so crosstrain did not retry; check the platform before submitting again"
-                ) from error
-            raise
+            return self._retrying(tenacity.retry_if_exception(safe_to_retry))(attempt)
+        except SubmitError as error:
+            if not outcome_unknown():
+                raise
+            if find is not None:
+                found = self.look(find, window=window)
+                if found is not None:
+                    return found
+            where = f"with identity {identity} " if identity else ""
+            raise SubmitError(
+                f"{error}. An earlier attempt's outcome is unknown, so a job {where}may exist"
+                + (" although crosstrain did not find it" if find is not None else "")
+                + ": submit the same job again to adopt it (crosstrain looks for its identity first), or look for "
+                "it on the platform before submitting with a new run id",
+                job_may_exist=True,
+            ) from error

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crosstrain.backends import create_backend
-from crosstrain.backends.base import JobHandle, JobState
-from crosstrain.backends.fake import FakeCloud
+from crosstrain.backends.base import Backend, JobHandle, JobState
+from crosstrain.backends.fake import STATE_MAP, FakeBackend, FakeCloud
 from crosstrain.errors import JobFailed, WaitTimeout
 from crosstrain.loader import job_from_dict
 from crosstrain.retry import RetryPolicy
-from crosstrain.testing.conformance import BASE_JOB, BackendConformance, merge
+from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
+from crosstrain.testing.loopback import LoopbackPlatform
 
 
 class TestFakeConformance(BackendConformance):
@@ -26,6 +30,51 @@ class TestFakeConformance(BackendConformance):
     ]
 
 
+class FakePlatform(LoopbackPlatform):
+    """The fake cloud in a folder; jobs end SUCCEEDED when they are read, unless cancelled first."""
+
+    native_states = tuple(STATE_MAP)
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.cloud = FakeCloud()
+        self.settings = {"root": str(root), "run_seconds": 0.05}
+
+    def backend(self) -> Backend[Any]:
+        return FakeBackend(cloud=self.cloud, retry=RetryPolicy(sleep=lambda s: None), environ={})
+
+    def inject(self, operation: str, fault: str) -> None:
+        if operation != "submit-read":
+            self.cloud.inject({"create": "create", "poll": "get"}[operation], fault)
+
+    def live_jobs(self, identity: str) -> list[str]:
+        jobs = [FakeCloud._read(path) for path in (self.root / "jobs").glob("*.json")]
+        return [job["identity"] for job in jobs if job["identity"] == identity and job["cancelTime"] is None]
+
+    def set_state(self, handle: JobHandle, native: str) -> None:
+        path = self.root / "jobs" / f"{handle.identity}.json"
+        record = FakeCloud._read(path)
+        outcome = {"ERROR": "failed", "DONE": "succeeded"}.get(native, record["plan"]["outcome"])
+        hours = 3600.0 if native in ("PENDING", "RUNNING") else 0.0
+        queue = hours if native == "PENDING" else 0.0
+        record["plan"] |= {"outcome": outcome, "queueSeconds": queue, "runSeconds": hours}
+        record["createTime"] = self.cloud.clock() - (1 if native == "RUNNING" else 0)
+        record["cancelTime"] = record["createTime"] if native == "CANCELLED" else None
+        path.write_text(json.dumps(record))
+
+    def child_backend(self) -> str:
+        return "from crosstrain.backends.fake import FakeBackend\nbackend = FakeBackend(environ={})\n"
+
+
+class TestFakeSends(SendConformance):
+    target = "fake"
+    reads_in_submit = False
+
+    @pytest.fixture
+    def platform(self, tmp_path: Path) -> Iterator[LoopbackPlatform]:
+        yield FakePlatform(tmp_path)
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1_000_000.0
@@ -35,7 +84,7 @@ class Clock:
 
 
 def submit(tmp_path: Path, cloud: FakeCloud, **settings: Any) -> tuple[Any, JobHandle]:
-    backend = create_backend("fake", transport=cloud, retry=RetryPolicy(sleep=lambda s: None), environ={})
+    backend = create_backend("fake", cloud=cloud, retry=RetryPolicy(sleep=lambda s: None), environ={})
     job = job_from_dict(BASE_JOB)
     return backend, backend.submit(job, {"root": str(tmp_path), **settings})
 
@@ -56,7 +105,7 @@ def test_submit_writes_the_rendered_body(tmp_path: Path) -> None:
     cloud = FakeCloud()
     backend, handle = submit(tmp_path, cloud)
     request = backend.render(job_from_dict(BASE_JOB), {"root": str(tmp_path)})
-    assert cloud.received == [request.create]
+    assert [(call.method, call.body) for call in cloud.received] == [("PUT", request.create.body)]
     stored = (tmp_path / "jobs" / f"{handle.identity}.json").read_text()
     assert '"displayName": "conformance-job"' in stored
     assert handle.console_url == request.create.url
@@ -93,7 +142,7 @@ def test_wait_returns_on_success_and_raises_on_failure(tmp_path: Path) -> None:
         sleeps.append(seconds)
         clock.now += seconds
 
-    backend = create_backend("fake", transport=cloud, retry=RetryPolicy(sleep=sleep), environ={})
+    backend = create_backend("fake", cloud=cloud, retry=RetryPolicy(sleep=sleep), environ={})
     job = job_from_dict(BASE_JOB)
     handle = backend.submit(job, {"root": str(tmp_path), "run_seconds": 30})
     assert backend.wait(handle, poll_interval=5).state is JobState.SUCCEEDED

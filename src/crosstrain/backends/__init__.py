@@ -104,7 +104,7 @@ def _entry(name: str) -> BackendEntry:
     raise UnknownBackend(f"unknown target {name!r}{hint} Valid targets: {', '.join(sorted(known))}")
 
 
-def get_backend_class(name: str) -> type[Backend]:
+def get_backend_class(name: str) -> type[Backend[Any]]:
     entry = _entry(name)
     module_name, _, attr = entry.target.partition(":")
     try:
@@ -113,18 +113,11 @@ def get_backend_class(name: str) -> type[Backend]:
         raise MissingDependency(
             f"the {name} backend needs {exc.name or 'a missing package'}: {entry.install_hint}"
         ) from exc
-    cls: type[Backend] = getattr(module, attr)
+    cls: type[Backend[Any]] = getattr(module, attr)
     return cls
 
 
-def create_backend(name: str, **kwargs: Any) -> Backend:
-    """A backend instance; `transport=`, `retry=` and `environ=` are the injection points for tests."""
+def create_backend(name: str, **kwargs: Any) -> Backend[Any]:
+    """A backend instance. `retry=` and `environ=` are common; each backend names its own client injection
+    point for tests (`cloud=`, `client=`, `session=`, `transport=`...)."""
     return get_backend_class(name)(**kwargs)
-
-
-def require(module: str, extra: str) -> Any:
-    """Import an optional SDK inside a submit path, or say which extra installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingDependency(f"{module} is not installed: pip install 'crosstrain[{extra}]'") from exc

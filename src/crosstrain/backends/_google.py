@@ -12,8 +12,10 @@ from crosstrain.errors import Problem
 if TYPE_CHECKING:
     from crosstrain.spec import PoolView, TrainingJob
 
-# The label that carries crosstrain's render-time identity, so a job can be found again after a lost response.
+# The label that carries crosstrain's render-time identity, so a job can be found again after a lost response,
+# and the one that carries the request's fingerprint, so a job made from another request is never adopted.
 IDENTITY_LABEL = "crosstrain-id"
+FINGERPRINT_LABEL = "crosstrain-fp"
 _LABEL = re.compile(r"^[a-z0-9_-]{0,63}$")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 
@@ -39,14 +41,14 @@ def label_problems(job: TrainingJob) -> list[Problem]:
                     "use at most 63 lowercase letters, digits, '_' or '-'",
                 )
             )
-        if key == IDENTITY_LABEL:
+        if key in (IDENTITY_LABEL, FINGERPRINT_LABEL):
             problems.append(Problem(f"labels.{key}", "is reserved for crosstrain's job identity", "rename the label"))
     return problems
 
 
-def labels(job: TrainingJob, identity: str) -> dict[str, str]:
-    """The job's labels plus the identity label, sorted for a deterministic body."""
-    return dict(sorted({**job.labels, IDENTITY_LABEL: identity[:63]}.items()))
+def labels(job: TrainingJob, identity: str, fingerprint: str) -> dict[str, str]:
+    """The job's labels plus the identity and fingerprint labels, sorted for a deterministic body."""
+    return dict(sorted({**job.labels, IDENTITY_LABEL: identity[:63], FINGERPRINT_LABEL: fingerprint}.items()))
 
 
 # Vertex AI and AI Platform Training both start one process per node of the primary and worker pools.

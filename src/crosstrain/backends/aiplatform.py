@@ -27,6 +27,7 @@ from crosstrain.backends import require
 from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels, launch_problems, node_command
 from crosstrain.backends.base import (
     Backend,
+    Ids,
     Capabilities,
     HttpCall,
     JobHandle,
@@ -112,7 +113,7 @@ def job_id(identity: str) -> str:
     return text[:_JOB_ID_MAX]
 
 
-class AIPlatformBackend(Backend):
+class AIPlatformBackend(Backend[AIPlatformSettings]):
     """Legacy AI Platform Training. Example: `crosstrain render job.yaml --target aiplatform --format gcloud`."""
 
     name = "aiplatform"
@@ -131,8 +132,7 @@ class AIPlatformBackend(Backend):
     )
 
     # -- render (pure) -------------------------------------------------------------------------------------
-    def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
-        assert isinstance(settings, AIPlatformSettings)
+    def platform_refusals(self, job: TrainingJob, settings: AIPlatformSettings) -> list[Problem]:
         # A reduction server is refused by the generic capability check, which points to --target vertex.
         problems = label_problems(job)
         for pool in job.pools():
@@ -191,8 +191,8 @@ class AIPlatformBackend(Backend):
             )
         return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
 
-    def _render(self, job: TrainingJob, settings: AIPlatformSettings) -> Request:
-        identity = self.identity(job, settings)
+    def _render(self, job: TrainingJob, settings: AIPlatformSettings, ids: Ids) -> Request:
+        identity = ids.identity
         training_input: dict[str, Any] = {"scaleTier": "CUSTOM", "region": settings.region}
         for pool in job.pools():
             type_key, count_key, config_key = _POOL_FIELDS[pool.role]
@@ -216,7 +216,7 @@ class AIPlatformBackend(Backend):
             "jobDir": settings.job_dir or job.output_dir,
         }
         training_input.update({k: v for k, v in optional.items() if v})
-        body = {"jobId": job_id(identity), "labels": labels(job, identity), "trainingInput": training_input}
+        body = {"jobId": job_id(identity), "labels": labels(job, identity, ids.fingerprint), "trainingInput": training_input}
         url = f"{settings.endpoint.rstrip('/')}/v1/projects/{quote(settings.project, safe='')}/jobs"
         call = HttpCall(
             "POST",

@@ -27,6 +27,7 @@ from pydantic_core import PydanticCustomError
 from crosstrain import catalog
 from crosstrain.backends.base import (
     Backend,
+    Ids,
     Capabilities,
     HttpCall,
     JobHandle,
@@ -461,7 +462,7 @@ def _distribution(plan: _Plan) -> dict[str, Any]:
     return {"distributionType": kind, "processCountPerInstance": plan.processes_per_node}
 
 
-class AzureMLBackend(Backend):
+class AzureMLBackend(Backend[AzureMLSettings]):
     """Azure ML command jobs. Example: `crosstrain submit job.yaml -t azureml --set workspace=my-ws`."""
 
     name = "azureml"
@@ -481,14 +482,13 @@ class AzureMLBackend(Backend):
         self.credential = credential  # None: DefaultAzureCredential at first use
 
     # -- render (pure) -------------------------------------------------------------------------------------
-    def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
-        assert isinstance(settings, AzureMLSettings)
+    def platform_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
         return _plan(job, settings)[1]
 
-    def _render(self, job: TrainingJob, settings: AzureMLSettings) -> Request:
+    def _render(self, job: TrainingJob, settings: AzureMLSettings, ids: Ids) -> Request:
         plan, _ = _plan(job, settings)
         assert plan is not None  # render() refused the job otherwise
-        identity = self.identity(job, settings)
+        identity = ids.identity
         workspace = workspace_path(settings)
         calls: list[HttpCall] = []
         notes: list[str] = []

@@ -8,6 +8,7 @@ a retried submit safe). `send()` makes those calls through the platform's offici
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import json
@@ -17,9 +18,9 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from crosstrain.errors import JobFailed, Problem, SpecError, Unsupported, WaitTimeout
+from crosstrain.errors import IdentityConflict, JobFailed, Problem, SpecError, Unsupported, WaitTimeout
 from crosstrain.settings import TargetSettings, resolve_settings
 
 if TYPE_CHECKING:
@@ -70,6 +71,9 @@ class Request:
     calls: tuple[HttpCall, ...]
     settings: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: A digest of what this request asks the platform for, identity left out; recorded on the job, so a
+    #: different request under the same identity is refused instead of silently adopting the old job.
+    fingerprint: str = ""
 
     @property
     def create(self) -> HttpCall:
@@ -79,6 +83,7 @@ class Request:
         return {
             "target": self.target,
             "identity": self.identity,
+            "fingerprint": self.fingerprint,
             "job_name": self.job_name,
             "settings": dict(self.settings),
             "calls": [c.to_dict() for c in self.calls],
@@ -97,6 +102,7 @@ class Request:
             calls=tuple(HttpCall.from_dict(c) for c in data["calls"]),
             settings=dict(data.get("settings") or {}),
             notes=tuple(data.get("notes") or ()),
+            fingerprint=str(data.get("fingerprint") or ""),
         )
 
     def _repr_html_(self) -> str:
@@ -280,45 +286,58 @@ def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> li
     return problems
 
 
-def default_identity(job: TrainingJob, target: str, settings: TargetSettings, *, max_len: int = 63) -> str:
-    """`<name>-<run id>`, where the run id defaults to a digest of everything that is rendered.
+@dataclass(frozen=True)
+class Ids:
+    """What a render writes into the request to name the job: its identity and its request's fingerprint."""
 
-    The same spec, target and settings give the same identity, so a retried or repeated submit finds the job
-    it made before; a new `run_id` makes a new job.
+    identity: str
+    fingerprint: str
+
+
+#: Length of a fingerprint (hex): short enough for a label value, long enough never to collide by chance.
+FINGERPRINT_LENGTH = 16
+#: Length of the run id that defaults to the start of the fingerprint.
+RUN_ID_LENGTH = 10
+
+
+def identity_for(name: str, run_id: str, *, max_len: int = 63) -> str:
+    """`<name as a slug>-<run id>`, cut to `max_len`."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "job"
+    return f"{slug[: max_len - len(run_id) - 1].rstrip('-')}-{run_id}"
+
+
+def placeholder_ids(job: TrainingJob, max_len: int) -> Ids:
+    """The ids a probe render uses, so that what it renders depends on the request only."""
+    return Ids(identity_for(job.name, "0" * RUN_ID_LENGTH, max_len=max_len), "0" * FINGERPRINT_LENGTH)
+
+
+def fingerprint_of(view: Any) -> str:
+    """A stable digest of a JSON-able view of a request."""
+    canonical = json.dumps(view, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:FINGERPRINT_LENGTH]
+
+
+S = TypeVar("S", bound=TargetSettings)
+
+
+class Backend(ABC, Generic[S]):
+    """One platform, generic over its settings model `S`.
+
+    Subclasses set the class attributes and implement `_render`, `send` and `status`. Their constructors take
+    the platform's client as a named, typed injection point (tests pass one pointed at a loopback server).
     """
-    suffix = job.run_id or digest(job, target, settings)
-    slug = re.sub(r"[^a-z0-9-]+", "-", job.name.lower()).strip("-") or "job"
-    return f"{slug[: max_len - len(suffix) - 1].rstrip('-')}-{suffix}"
-
-
-def digest(job: TrainingJob, target: str, settings: TargetSettings, *, length: int = 10) -> str:
-    payload = {
-        "job": job.model_dump(mode="json", exclude={"run_id"}),
-        "target": target,
-        "settings": settings.model_dump(mode="json"),
-    }
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:length]
-
-
-class Backend(ABC):
-    """One platform. Subclasses set the class attributes and implement `_render`, `send` and `status`."""
 
     name: ClassVar[str]
     title: ClassVar[str]
-    settings_model: ClassVar[type[TargetSettings]]
+    settings_model: type[S]
     capabilities: ClassVar[Capabilities]
     formats: ClassVar[tuple[str, ...]] = ("json",)
     extra: ClassVar[str | None] = None  # the pip extra submit needs, for install hints
+    identity_max_len: ClassVar[int] = 63  # the longest identity the platform's name or label takes
+    #: How to free an identity whose job was made from another request, besides a new run id.
+    conflict_fix: ClassVar[str] = "submit with --run-id new (or another run_id)"
 
-    def __init__(
-        self,
-        *,
-        transport: Any = None,
-        retry: RetryPolicy | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        self.transport = transport  # the injection point for tests: a recording or loopback client
+    def __init__(self, *, retry: RetryPolicy | None = None, environ: Mapping[str, str] | None = None) -> None:
         self._retry = retry
         self.environ = os.environ if environ is None else environ
 
@@ -336,7 +355,7 @@ class Backend(ABC):
         self._retry = policy
 
     # -- render (pure) -------------------------------------------------------------------------------------
-    def settings(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> TargetSettings:
+    def settings(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> S:
         return resolve_settings(
             self.settings_model,
             self.name,
@@ -345,26 +364,47 @@ class Backend(ABC):
             environ=self.environ,
         )
 
-    def refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
+    def request_settings(self, request: Request) -> S:
+        """The typed settings a rendered (possibly edited) request was made with."""
+        return self.settings_model.model_validate(dict(request.settings))
+
+    def refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
         """Everything this target cannot express about `job`; empty when it can run it."""
         return capability_problems(job, self.capabilities, self.name) + self.platform_refusals(job, settings)
 
-    def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
+    def platform_refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
         """Backend-specific refusals on top of the capability checks."""
         return []
 
-    def identity(self, job: TrainingJob, settings: TargetSettings) -> str:
-        return default_identity(job, self.name, settings)
-
     def render(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> Request:
+        """The request, named by an identity that depends on what this target sends and nothing else.
+
+        A probe render with placeholder ids gives the fingerprint; without a `run_id` the identity is
+        `<name>-<start of the fingerprint>`, so a change to another target's settings, or to anything this
+        target does not send, never names a new job here.
+        """
         settings = self.settings(job, overrides)
         problems = self.refusals(job, settings)
         if problems:
             raise Unsupported(self.name, problems)
-        return self._render(job, settings)
+        probe = self._render(job, settings, placeholder_ids(job, self.identity_max_len))
+        fingerprint = fingerprint_of(self.fingerprint_view(probe))
+        run_id = job.run_id or fingerprint[:RUN_ID_LENGTH]
+        ids = Ids(identity_for(job.name, run_id, max_len=self.identity_max_len), fingerprint)
+        return dataclasses.replace(self._render(job, settings, ids), fingerprint=fingerprint)
 
     @abstractmethod
-    def _render(self, job: TrainingJob, settings: Any) -> Request: ...
+    def _render(self, job: TrainingJob, settings: S, ids: Ids) -> Request: ...
+
+    def fingerprint_view(self, request: Request) -> Any:
+        """What the fingerprint digests: every call as the platform receives it (crosstrain's own words, the
+        purposes and notes, left out). Backends drop what they add that says nothing about the job."""
+        return [{k: v for k, v in call.to_dict().items() if k != "purpose"} for call in request.calls]
+
+    def check_same_request(self, request: Request, found: str | None, where: str) -> None:
+        """Refuse to adopt a job with this identity that was made from a different request."""
+        if found != request.fingerprint:
+            raise IdentityConflict(request.identity, request.fingerprint, found, where, self.conflict_fix)
 
     def format(self, request: Request, fmt: str) -> str:
         """The request in one of `formats` (a native CLI or YAML form where the platform has one)."""

@@ -39,6 +39,7 @@ from crosstrain import __version__, catalog
 from crosstrain.backends import require
 from crosstrain.backends.base import (
     Backend,
+    Ids,
     Capabilities,
     HttpCall,
     JobHandle,
@@ -273,7 +274,7 @@ class _Plan:
         return ""
 
 
-class DatabricksBackend(Backend):
+class DatabricksBackend(Backend[DatabricksSettings]):
     """Databricks one-time runs that call TorchDistributor. Example: `crosstrain submit job.yaml -t databricks`."""
 
     name = "databricks"
@@ -288,7 +289,7 @@ class DatabricksBackend(Backend):
     )
 
     # -- render (pure) -------------------------------------------------------------------------------------
-    def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:  # type: ignore[override]
+    def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
         problems = list(_Plan(job, settings).problems)
         pool = job.pools()[0]
         if "CUDA_VISIBLE_DEVICES" in pool.env:
@@ -333,10 +334,10 @@ class DatabricksBackend(Backend):
         suffix = hashlib.sha256(f"{digest(job, self.name, settings)}:{content}".encode()).hexdigest()[:10]
         return default_identity(job.model_copy(update={"run_id": suffix}), self.name, settings, max_len=64)
 
-    def _render(self, job: TrainingJob, settings: DatabricksSettings) -> Request:
+    def _render(self, job: TrainingJob, settings: DatabricksSettings, ids: Ids) -> Request:
         plan = _Plan(job, settings)
         assert plan.call is not None, "render runs only after refusals found nothing"
-        identity = self.identity(job, settings)
+        identity = ids.identity
         host, call = settings.host, plan.call
         calls: list[HttpCall] = []
         notes: list[str] = []

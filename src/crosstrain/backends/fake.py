@@ -2,10 +2,10 @@
 
 It is a complete backend, not a mock: render produces the JSON body a job server would take, submit PUTs it
 under `<root>/jobs/<identity>.json` (a PUT of an identity that exists returns the existing job, the way
-platforms dedupe by idempotency token), and the job's state follows the plan in its settings: queued for
-`queue_seconds`, running for `run_seconds`, then `outcome`. `FakeCloud(faults=[...])` scripts failures for
-testing retries: "refuse" (503 before accepting), "rate-limit" (429 with Retry-After), "lose-response"
-(accepted, but the answer never arrives), "error" (a permanent 400).
+platforms dedupe by idempotency token; submit then adopts it if its fingerprint is this request's, and
+refuses otherwise), and the job's state follows the plan in its settings: queued for `queue_seconds`,
+running for `run_seconds`, then `outcome`. `FakeCloud` is a `LoopbackService`, so its faults are those of
+every platform fake: `cloud.inject("create", "drop")` and so on.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
@@ -26,14 +25,16 @@ from crosstrain.backends.base import (
     Backend,
     Capabilities,
     HttpCall,
+    Ids,
     JobHandle,
     JobState,
     JobStatus,
     Request,
 )
-from crosstrain.errors import SubmitError, TransientError
+from crosstrain.errors import TransientError
 from crosstrain.settings import TargetSettings, setting
 from crosstrain.spec import PoolView, TrainingJob
+from crosstrain.testing.loopback import Call, Dropped, LoopbackService, Reply
 
 STATE_MAP = {
     "PENDING": JobState.QUEUED,
@@ -55,54 +56,43 @@ class FakeSettings(TargetSettings):
     run_seconds: float = Field(0.0, ge=0, description="Seconds a job runs before it ends.")
 
 
-class FakeCloud:
-    """The fake platform's server side: answers the HTTP calls of a `Request` from files under their URLs."""
+class FakeCloud(LoopbackService):
+    """The fake platform's server side: answers calls from files under their URLs' paths."""
 
-    def __init__(self, faults: Iterable[str] = (), clock: Any = time.time) -> None:
-        self.faults = deque(faults)
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(slow_seconds=0.0, late_seconds=0.2)
         self.clock = clock
-        self.received: list[HttpCall] = []
 
-    def handle(self, call: HttpCall) -> tuple[int, dict[str, Any]]:
-        self.received.append(call)
-        fault = self.faults.popleft() if self.faults else None
-        if fault == "refuse":
-            raise TransientError("503 Service Unavailable", accepted=False)
-        if fault == "rate-limit":
-            raise TransientError("429 Too Many Requests", accepted=False, retry_after=2.0)
-        if fault == "error":
-            raise SubmitError("400 Bad Request: the fake cloud was told to refuse this call")
-        path = Path(unquote(urlparse(call.url).path.removesuffix(":cancel")))
+    def operation(self, call: Call) -> str:
         if call.method == "PUT":
-            code, record = self._create(path, call.body)
-            if fault == "lose-response":
-                raise TransientError("timed out reading the answer", accepted=None)
-            return code, record
+            return "create"
+        return "cancel" if call.path.endswith(":cancel") else "get"
+
+    def answer(self, call: Call) -> Reply:
+        path = Path(call.path.removesuffix(":cancel"))
+        if call.method == "PUT":
+            if path.exists():
+                return Reply(200, self._read(path))
+            record = {**call.body, "createTime": self.clock(), "cancelTime": None}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, record)
+            return Reply(201, record)
+        if not path.exists():
+            return self.error(404, f"no job at {path}")
         record = self._read(path)
-        if call.method == "POST" and call.url.endswith(":cancel"):
+        if call.method == "POST" and call.path.endswith(":cancel"):
             if record.get("cancelTime") is None and self.native_state(record) in ("PENDING", "RUNNING"):
                 record["cancelTime"] = self.clock()
                 _write_atomic(path, record)
-            return 200, record
+            return Reply(200, record)
         if call.method == "GET":
-            return 200, record
-        raise SubmitError(f"405: the fake cloud has no {call.method} {call.url}")
-
-    def _create(self, path: Path, body: Any) -> tuple[int, dict[str, Any]]:
-        if path.exists():
-            return 200, self._read(path)
-        record = {**body, "createTime": self.clock(), "cancelTime": None}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, record)
-        return 201, record
+            return Reply(200, record)
+        return self.error(405, f"the fake cloud has no {call.method} {call.path}")
 
     @staticmethod
     def _read(path: Path) -> dict[str, Any]:
-        try:
-            data: dict[str, Any] = json.loads(path.read_text())
-            return data
-        except FileNotFoundError:
-            raise SubmitError(f"404: no job at {path}") from None
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
 
     def native_state(self, record: dict[str, Any]) -> str:
         plan = record["plan"]
@@ -128,7 +118,7 @@ def _write_atomic(path: Path, record: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-class FakeBackend(Backend):
+class FakeBackend(Backend[FakeSettings]):
     """Runs nothing; keeps jobs as files. Example: `crosstrain submit job.yaml --target fake --wait`."""
 
     name = "fake"
@@ -144,14 +134,15 @@ class FakeBackend(Backend):
         frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
     )
 
-    def _cloud(self) -> FakeCloud:
-        return self.transport if isinstance(self.transport, FakeCloud) else FakeCloud()
+    def __init__(self, *, cloud: FakeCloud | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cloud = cloud or FakeCloud()
 
-    def _render(self, job: TrainingJob, settings: FakeSettings) -> Request:
-        identity = self.identity(job, settings)
+    def _render(self, job: TrainingJob, settings: FakeSettings, ids: Ids) -> Request:
         root = Path(os.path.expanduser(settings.root)).absolute()
         body = {
-            "identity": identity,
+            "identity": ids.identity,
+            "fingerprint": ids.fingerprint,
             "displayName": job.name,
             "labels": dict(job.labels),
             "pools": [_pool(pool, job) for pool in job.pools()],
@@ -163,7 +154,7 @@ class FakeBackend(Backend):
                 "runSeconds": settings.run_seconds,
             },
         }
-        url = (root / "jobs" / f"{identity}.json").as_uri()
+        url = (root / "jobs" / f"{ids.identity}.json").as_uri()
         call = HttpCall(
             "PUT",
             url,
@@ -171,36 +162,60 @@ class FakeBackend(Backend):
             {"Content-Type": "application/json"},
             purpose="create the job; a PUT of an existing identity returns that job",
         )
-        return Request("fake", identity, job.name, (call,), settings.model_dump(mode="json"))
+        return Request("fake", ids.identity, job.name, (call,), settings.model_dump(mode="json"))
+
+    def _call(self, method: str, url: str, body: Any = None, *, missing_ok: bool = False) -> Reply | None:
+        """One call to the cloud, its failures as crosstrain's three kinds; None for a missing job if asked."""
+        from crosstrain.adaptors.http import error_for_status
+
+        try:
+            reply = self.cloud.dispatch(Call(method, unquote(urlparse(url).path), body=body))
+        except Dropped:
+            raise TransientError(f"{method} {url}: the connection closed with no answer", accepted=None) from None
+        if reply.status == 404 and missing_ok:
+            return None
+        error = error_for_status(reply.status, f"{reply.status} from {method} {url}: {reply.body}")
+        if error is not None:
+            raise error
+        return reply
+
+    def _record(self, method: str, url: str, body: Any = None) -> Reply:
+        reply = self._call(method, url, body)
+        assert reply is not None
+        return reply
 
     def send(self, request: Request) -> JobHandle:
-        cloud = self._cloud()
         call = request.create
-        code, _ = self.retry.create(lambda: cloud.handle(call), dedupes=self.capabilities.dedupes_create)
+
+        reply = self.retry.create(
+            lambda: self._record("PUT", call.url, call.body),
+            dedupes=self.capabilities.dedupes_create,
+            find=lambda: self._call("GET", call.url, missing_ok=True),
+            identity=request.identity,
+        )
+        self.check_same_request(request, reply.body.get("fingerprint"), call.url)
         return JobHandle(
             "fake",
             request.identity,
             request.identity,
             console_url=call.url,
             ref={"url": call.url},
-            adopted=code == 200,
+            adopted=reply.status == 200,
         )
 
     def status(self, handle: JobHandle) -> JobStatus:
-        cloud = self._cloud()
-        _, record = cloud.handle(HttpCall("GET", handle.ref["url"]))
-        native = cloud.native_state(record)
+        record = self.retry.poll(lambda: self._record("GET", handle.ref["url"])).body
+        native = self.cloud.native_state(record)
         message = "the plan said so (targets.fake.outcome: failed)" if native == "ERROR" else ""
         return JobStatus(STATE_MAP[native], native, message)
 
     def cancel(self, handle: JobHandle) -> None:
-        self._cloud().handle(HttpCall("POST", handle.ref["url"] + ":cancel"))
+        self.retry.poll(lambda: self._record("POST", handle.ref["url"] + ":cancel"))
 
     def logs(self, handle: JobHandle) -> Iterator[str]:
         from datetime import datetime, timezone
 
-        cloud = self._cloud()
-        _, record = cloud.handle(HttpCall("GET", handle.ref["url"]))
+        record = self.retry.poll(lambda: self._record("GET", handle.ref["url"])).body
         plan, created = record["plan"], record["createTime"]
         events = [
             (created, "created"),
@@ -210,7 +225,7 @@ class FakeBackend(Backend):
         if record.get("cancelTime") is not None:
             events.append((record["cancelTime"], "cancelled"))
         for when, what in sorted(events, key=lambda event: event[0]):
-            if when <= cloud.clock():
+            if when <= self.cloud.clock():
                 stamp = datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="seconds")
                 yield f"{stamp} {handle.identity} {what}"
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from crosstrain.backends.base import Backend, Capabilities, HttpCall, JobHandle, JobState, JobStatus, Request
+from crosstrain.backends.base import Backend, Capabilities, HttpCall, Ids, JobHandle, JobState, JobStatus, Request
 from crosstrain.errors import MissingDependency, Problem, SpecError, Unsupported
 from crosstrain.settings import TargetSettings
 from crosstrain.spec import Machine, TrainingJob
@@ -132,7 +132,7 @@ class _Node:
         }
 
 
-class LocalBackend(Backend):
+class LocalBackend(Backend[LocalSettings]):
     """This machine. Example: `crosstrain run job.yaml --local --emulate vertex`."""
 
     name = "local"
@@ -147,8 +147,8 @@ class LocalBackend(Backend):
         frameworks=frozenset({"pytorch", "mpi"}),
     )
 
-    def _render(self, job: TrainingJob, settings: LocalSettings) -> Request:
-        identity = self.identity(job, settings)
+    def _render(self, job: TrainingJob, settings: LocalSettings, ids: Ids) -> Request:
+        identity = ids.identity
         workdir = Path(settings.workdir or os.getcwd()).absolute()
         nodes = min(job.nodes, settings.nodes or job.nodes)
         primary_gpus = job.primary.machine.gpus if job.primary.machine else 0
@@ -167,6 +167,7 @@ class LocalBackend(Backend):
         _add_local_variables(plan, nodes * nproc)
         body = {
             "identity": identity,
+            "fingerprint": ids.fingerprint,
             "emulate": settings.emulate,
             "workdir": str(workdir),
             "python": sys.executable,

@@ -28,6 +28,7 @@ from crosstrain import catalog
 from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels, launch_problems, node_command
 from crosstrain.backends.base import (
     Backend,
+    Ids,
     Capabilities,
     HttpCall,
     JobHandle,
@@ -161,7 +162,7 @@ class _Machine:
     accelerator: str | None
 
 
-class VertexBackend(Backend):
+class VertexBackend(Backend[VertexSettings]):
     """Vertex AI CustomJobs. Example: `crosstrain submit job.yaml --target vertex --set project=my-proj`."""
 
     name = "vertex"
@@ -182,7 +183,7 @@ class VertexBackend(Backend):
     )
 
     # -- render (pure) -------------------------------------------------------------------------------------
-    def platform_refusals(self, job: TrainingJob, settings: TargetSettings) -> list[Problem]:
+    def platform_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
         problems = label_problems(job)
         machines: dict[str, _Machine] = {}
         for pool in job.pools():
@@ -208,8 +209,8 @@ class VertexBackend(Backend):
             )
         return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
 
-    def _render(self, job: TrainingJob, settings: VertexSettings) -> Request:
-        identity = self.identity(job, settings)
+    def _render(self, job: TrainingJob, settings: VertexSettings, ids: Ids) -> Request:
+        identity = ids.identity
         notes: list[str] = []
         pools: list[dict[str, Any]] = [{}, {}, {}, {}]
         for pool in job.pools():
@@ -249,7 +250,7 @@ class VertexBackend(Backend):
         output = settings.base_output_dir or job.output_dir
         if output:
             job_spec["baseOutputDirectory"] = {"outputUriPrefix": output}
-        body = {"displayName": job.name, "labels": labels(job, identity), "jobSpec": job_spec}
+        body = {"displayName": job.name, "labels": labels(job, identity, ids.fingerprint), "jobSpec": job_spec}
         parent = f"projects/{settings.project}/locations/{settings.region}"
         base = f"https://{settings.region}-aiplatform.googleapis.com/v1/{parent}/customJobs"
         find = HttpCall(

@@ -1,4 +1,4 @@
-"""The shared backend test suite, like fsspec's abstract tests: every backend runs it by subclassing.
+"""The shared backend test suites, like fsspec's abstract tests: every backend runs them by subclassing.
 
     from crosstrain.testing.conformance import BackendConformance
 
@@ -7,9 +7,15 @@
         settings = {"project": "my-proj", "region": "us-central1"}
         refused = [({"reduction_server": {}, ...}, "reduction server")]   # (job changes, words of the reason)
 
-It checks the contract every backend promises: render is pure (no cloud SDK, no network) and deterministic,
-the identity is stable and carried by the request, nothing leaks credentials, and what the platform cannot
-express is refused with a reason naming the field.
+`BackendConformance` checks the render side of the contract every backend promises: render is pure (no
+cloud SDK, no network) and deterministic, the identity is stable, carried by the request and changed only by
+what this target sends, nothing leaks credentials, and what the platform cannot express is refused with a
+reason naming the field.
+
+`SendConformance` checks the send side against a running fake of the platform (a `LoopbackPlatform` that the
+subclass provides by overriding the `platform` fixture): exactly one job under every fault, adopt on an
+identical re-submit, refuse a conflicting one, handles that work in another process, cancel, and the mapping
+of every native state.
 """
 
 from __future__ import annotations
@@ -19,16 +25,18 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 import pytest
 
 from crosstrain.backends import create_backend
-from crosstrain.backends.base import Backend, Request
-from crosstrain.errors import SpecError, Unsupported
+from crosstrain.backends.base import Backend, JobHandle, JobState, Request
+from crosstrain.errors import IdentityConflict, JobFailed, SpecError, Unsupported
 from crosstrain.loader import job_from_dict
 from crosstrain.spec import TrainingJob
+from crosstrain.testing.loopback import LoopbackPlatform
 
 #: Modules that must never load on the render path.
 HEAVY_MODULES = ("google.cloud.aiplatform", "azure.ai.ml", "databricks.sdk", "torch", "pyspark")
@@ -74,7 +82,10 @@ class BackendConformance:
     def job(self, **changes: Any) -> TrainingJob:
         return job_from_dict(merge(merge(BASE_JOB, self.job_changes), changes))
 
-    def backend(self) -> Backend:
+    #: Settings of this target whose change must not change the identity (it does not reach the request).
+    unsent_settings: ClassVar[dict[str, Any]] = {}
+
+    def backend(self) -> Backend[Any]:
         return create_backend(self.target, environ={})
 
     def render(self, job: TrainingJob | None = None) -> Request:
@@ -106,6 +117,32 @@ class BackendConformance:
 
     def test_changed_spec_changes_identity(self) -> None:
         assert self.render().identity != self.render(self.job(args=["--epochs", "3"])).identity
+
+    def test_identity_ignores_other_targets_settings(self) -> None:
+        job = self.job()
+        other = {name: {"anything": "x"} for name in ("vertex", "aiplatform", "azureml", "databricks", "fake")}
+        other.pop(self.target, None)
+        elsewhere = job.model_copy(update={"targets": {**job.targets, **other}})
+        assert self.render(elsewhere).identity == self.render(job).identity
+
+    def test_identity_ignores_what_is_not_sent(self) -> None:
+        if self.unsent_settings:
+            changed = self.backend().render(self.job(), {**self.settings, **self.unsent_settings})
+            assert changed.identity == self.render().identity
+
+    def test_fingerprint_is_carried_by_the_request_and_names_the_identity(self) -> None:
+        request = self.render()
+        assert request.fingerprint and request.fingerprint in json.dumps(request.create.to_dict())
+        assert request.identity.endswith("-" + request.fingerprint[:10])
+        fixed = self.render(self.job(run_id="fixed"))
+        assert fixed.fingerprint == request.fingerprint
+        assert self.render(self.job(run_id="fixed", args=["--epochs", "40"])).fingerprint != request.fingerprint
+
+    def test_version_of_crosstrain_is_not_part_of_the_identity(self) -> None:
+        from crosstrain import __version__
+
+        request = self.render()
+        assert __version__ not in json.dumps(self.backend().fingerprint_view(request))
 
     def test_request_round_trips_through_json(self) -> None:
         request = self.render()
@@ -187,3 +224,132 @@ def _render_in_subprocess(
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+class SendConformance:
+    """The send side of the contract. Subclass with `target` and override the `platform` fixture to yield a
+    running `LoopbackPlatform`; narrow `create_faults` to the faults the platform's fake can play on a create.
+    """
+
+    target: ClassVar[str]
+    job_changes: ClassVar[dict[str, Any]] = {}
+    create_faults: ClassVar[tuple[str, ...]] = ("refuse", "rate-limit", "error", "drop", "slow")
+    #: Whether submit reads from the platform (a lookup or a status read) that a fault can hit.
+    reads_in_submit: ClassVar[bool] = True
+    #: Whether a re-submit finds the platform's job (False for the local target, which runs again).
+    adopts: ClassVar[bool] = True
+
+    @pytest.fixture
+    def platform(self) -> Iterator[LoopbackPlatform]:
+        raise NotImplementedError("override the `platform` fixture to yield a running LoopbackPlatform")
+
+    def job(self, **changes: Any) -> TrainingJob:
+        return job_from_dict(merge(merge(BASE_JOB, self.job_changes), changes))
+
+    def submit(self, platform: LoopbackPlatform, job: TrainingJob | None = None) -> tuple[Request, JobHandle]:
+        backend = platform.backend()
+        request = backend.render(job or self.job(), dict(platform.settings))
+        return request, backend.send(request)
+
+    def assert_one_job(self, platform: LoopbackPlatform, request: Request, handle: JobHandle) -> None:
+        platform.settle()
+        assert platform.live_jobs(request.identity) == [handle.job_id]
+
+    # -- exactly one job -----------------------------------------------------------------------------------
+    def test_submit_makes_one_job_that_runs_to_the_end(self, platform: LoopbackPlatform) -> None:
+        request, handle = self.submit(platform)
+        assert handle.identity == request.identity
+        self.assert_one_job(platform, request, handle)
+        assert platform.backend().wait(handle, poll_interval=0.01).state is JobState.SUCCEEDED
+
+    @pytest.mark.parametrize("fault", ["refuse", "rate-limit", "error", "drop", "slow"])
+    def test_a_fault_on_create_still_makes_exactly_one_job(self, platform: LoopbackPlatform, fault: str) -> None:
+        if fault not in self.create_faults:
+            pytest.skip(f"the {self.target} fake cannot play {fault!r} on a create")
+        platform.inject("create", fault)
+        request, handle = self.submit(platform)
+        self.assert_one_job(platform, request, handle)
+
+    def test_a_fault_on_the_read_inside_submit_is_retried(self, platform: LoopbackPlatform) -> None:
+        if not self.reads_in_submit:
+            pytest.skip(f"{self.target}'s submit reads nothing from the platform")
+        platform.inject("submit-read", "error")
+        request, handle = self.submit(platform)
+        self.assert_one_job(platform, request, handle)
+
+    def test_a_500_on_a_poll_is_retried(self, platform: LoopbackPlatform) -> None:
+        _, handle = self.submit(platform)
+        platform.inject("poll", "error")
+        assert platform.backend().wait(handle, poll_interval=0.01).state is JobState.SUCCEEDED
+
+    def test_two_concurrent_submits_of_one_spec_converge_to_one_job(self, platform: LoopbackPlatform) -> None:
+        if not self.adopts:
+            pytest.skip(f"{self.target} runs every submit")
+        request = platform.backend().render(self.job(), dict(platform.settings))
+        handles: list[JobHandle] = []
+        threads = [threading.Thread(target=lambda: handles.append(platform.backend().send(request))) for _ in "ab"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(handles) == 2
+        assert handles[0].job_id == handles[1].job_id
+        self.assert_one_job(platform, request, handles[0])
+
+    # -- identity ------------------------------------------------------------------------------------------
+    def test_an_identical_resubmit_adopts_the_job(self, platform: LoopbackPlatform) -> None:
+        request, first = self.submit(platform)
+        _, second = self.submit(platform)
+        if not self.adopts:
+            assert first.job_id != second.job_id
+            return
+        assert second.job_id == first.job_id
+        assert not first.adopted and second.adopted
+        self.assert_one_job(platform, request, first)
+
+    def test_a_different_request_under_a_taken_identity_is_refused(self, platform: LoopbackPlatform) -> None:
+        if not self.adopts:
+            pytest.skip(f"{self.target} runs every submit")
+        request, first = self.submit(platform, self.job(run_id="fixed"))
+        with pytest.raises(IdentityConflict) as refused:
+            self.submit(platform, self.job(run_id="fixed", args=["--epochs", "40"]))
+        assert refused.value.found == request.fingerprint
+        assert "--run-id new" in str(refused.value)
+        self.assert_one_job(platform, request, first)
+
+    # -- following the job ---------------------------------------------------------------------------------
+    def test_the_handle_works_in_another_process(self, platform: LoopbackPlatform) -> None:
+        _, handle = self.submit(platform)
+        platform.set_state(handle, platform.native_states[-1] if platform.native_states else "")
+        code = platform.child_backend() + textwrap.dedent(
+            """
+            import sys
+            from crosstrain.backends.base import JobHandle
+            print(backend.status(JobHandle.loads(sys.argv[1])).native_state)
+            """
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(handle)], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == platform.backend().status(JobHandle.loads(str(handle))).native_state
+
+    def test_cancel_then_wait_ends_cancelled(self, platform: LoopbackPlatform) -> None:
+        _, handle = self.submit(platform)
+        backend = platform.backend()
+        backend.cancel(handle)
+        with pytest.raises(JobFailed, match="CANCELLED"):
+            backend.wait(handle, poll_interval=0.01)
+        assert backend.status(handle).state is JobState.CANCELLED
+
+    def test_every_native_state_maps_to_a_common_state(self, platform: LoopbackPlatform) -> None:
+        assert platform.native_states, "the platform fake lists no native states"
+        _, handle = self.submit(platform)
+        backend = platform.backend()
+        unmapped = []
+        for native in platform.native_states:
+            platform.set_state(handle, native)
+            status = backend.status(handle)
+            if status.state is JobState.UNKNOWN and "UNSPECIFIED" not in native:
+                unmapped.append(native)
+        assert not unmapped, f"native states with no common state: {unmapped}"

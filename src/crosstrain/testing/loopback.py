@@ -1,0 +1,219 @@
+"""The base of every platform fake: a service with scriptable faults, served over HTTP on 127.0.0.1.
+
+Each platform's fake (tests/backends) subclasses `LoopbackService` with the few endpoints crosstrain calls and
+names each call's operation ("create", "find", "get", "cancel"...). Faults are scripted per operation and mean
+the same thing on every platform, so a fix to how a fault is played lands once:
+
+* "refuse": 503 before anything changes;
+* "rate-limit": 429 with `Retry-After: 1`, nothing changes;
+* "error": 500, nothing changes;
+* "invalid": 400, a permanent refusal;
+* "drop": the call takes effect, then the connection closes without an answer;
+* "slow": the call takes effect, the answer comes after `slow_seconds` (a client with a shorter timeout
+  gives up and resends);
+* "late": 504 at once, and the call takes effect `late_seconds` later (a service that creates the job after
+  telling the client it timed out).
+
+`LoopbackPlatform` is what the send-side conformance suite drives: a running fake plus the backend wired to it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlparse
+
+if TYPE_CHECKING:
+    from crosstrain.backends.base import Backend, JobHandle
+
+FAULTS = ("refuse", "rate-limit", "error", "invalid", "drop", "slow", "late")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call as the service received it."""
+
+    method: str
+    path: str
+    query: Mapping[str, str] = field(default_factory=dict)
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class Dropped(Exception):
+    """The call took effect and the connection closes with no answer."""
+
+
+class LoopbackService(ABC):
+    """A platform's server side. Subclasses implement `operation` and `answer`; `dispatch` plays the faults."""
+
+    def __init__(self, *, slow_seconds: float = 2.0, late_seconds: float | Callable[[], float] = 3.0) -> None:
+        self.lock = threading.RLock()
+        self.faults: dict[str, deque[str]] = {}
+        self.received: list[Call] = []
+        self.slow_seconds = slow_seconds
+        self.late_seconds = late_seconds
+        self.late: list[threading.Timer] = []
+
+    def inject(self, operation: str, *faults: str) -> None:
+        """Play `faults` on the next calls of `operation`, one each."""
+        unknown = set(faults) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}")
+        with self.lock:
+            self.faults.setdefault(operation, deque()).extend(faults)
+
+    @abstractmethod
+    def operation(self, call: Call) -> str:
+        """The name of the operation a call performs, as faults are scripted ("create", "get"...)."""
+
+    @abstractmethod
+    def answer(self, call: Call) -> Reply:
+        """Perform the call (under the service's lock) and return the platform's answer."""
+
+    def error(self, status: int, message: str) -> Reply:
+        """The platform's error envelope; Google's by default."""
+        names = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 409: "ALREADY_EXISTS", 429: "RESOURCE_EXHAUSTED"}
+        names |= {500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+        body = {"error": {"code": status, "message": message, "status": names.get(status, "UNKNOWN")}}
+        return Reply(status, body, {"Retry-After": "1"} if status == 429 else {})
+
+    def dispatch(self, call: Call) -> Reply:
+        """Answer a call, playing the next fault scripted for its operation."""
+        with self.lock:
+            self.received.append(call)
+            operation = self.operation(call)
+            queue = self.faults.get(operation)
+            fault = queue.popleft() if queue else None
+        injected = {"refuse": 503, "rate-limit": 429, "error": 500, "invalid": 400}
+        if fault in injected:
+            return self.error(injected[fault], f"injected {fault} on {operation}")
+        if fault == "late":
+            delay = self.late_seconds() if callable(self.late_seconds) else self.late_seconds
+            timer = threading.Timer(delay, self._answer, args=(call,))
+            timer.daemon = True
+            self.late.append(timer)
+            timer.start()
+            return self.error(504, f"injected late {operation}: it takes effect in {delay:.1f}s")
+        reply = self._answer(call)
+        if fault == "drop":
+            raise Dropped(operation)
+        if fault == "slow":
+            time.sleep(self.slow_seconds)
+        return reply
+
+    def _answer(self, call: Call) -> Reply:
+        with self.lock:
+            return self.answer(call)
+
+    def settle(self) -> None:
+        """Wait for every late call to take effect."""
+        for timer in list(self.late):
+            timer.join()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def _serve(self) -> None:
+        url = urlparse(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        call = Call(self.command, url.path, dict(parse_qsl(url.query)), body, dict(self.headers.items()))
+        try:
+            reply = self.server.service.dispatch(call)
+        except Dropped:
+            self.close_connection = True
+            return
+        data = json.dumps(reply.body).encode() if reply.body is not None else b""
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in reply.headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # after "slow" the client may have given up, as intended
+            self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, service: LoopbackService) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.service = service
+
+
+@contextmanager
+def serving(service: LoopbackService) -> Iterator[str]:
+    """Serve `service` on a free loopback port; yields `http://127.0.0.1:PORT`."""
+    server = _Server(service)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class LoopbackPlatform(ABC):
+    """A running fake of one platform as the send-side suite drives it: the backend wired to it, faults by
+    the suite's operation names, and what the platform holds."""
+
+    #: Target settings that point a render at this platform.
+    settings: Mapping[str, Any]
+    #: The native states the platform's API defines (from its SDK's enum), for the state-mapping check.
+    native_states: tuple[str, ...] = ()
+
+    @abstractmethod
+    def backend(self) -> Backend[Any]:
+        """A backend whose client talks to this platform, with a retry policy that does not really sleep."""
+
+    @abstractmethod
+    def inject(self, operation: str, fault: str) -> None:
+        """Script `fault` for the next call of `operation`: "create", "submit-read" (a read that submit makes,
+        where it makes one), or "poll" (a status read)."""
+
+    @abstractmethod
+    def live_jobs(self, identity: str) -> list[str]:
+        """Ids of the jobs with this identity that are not cancelled (or being cancelled)."""
+
+    @abstractmethod
+    def set_state(self, handle: JobHandle, native: str) -> None:
+        """Make the job report `native` from now on."""
+
+    @abstractmethod
+    def child_backend(self) -> str:
+        """Python source that binds `backend` to a backend talking to this platform, for another process."""
+
+    def settle(self) -> None:
+        """Wait until every late fault has taken effect."""
