@@ -174,7 +174,8 @@ class FakeBackend(Backend[FakeSettings]):
             raise TransientError(f"{method} {url}: the connection closed with no answer", accepted=None) from None
         if reply.status == 404 and missing_ok:
             return None
-        error = error_for_status(reply.status, f"{reply.status} from {method} {url}: {reply.body}")
+        message = f"{reply.status} from {method} {url}: {reply.body}"
+        error = error_for_status(reply.status, message, reply.headers.get("Retry-After"))
         if error is not None:
             raise error
         return reply
@@ -187,20 +188,29 @@ class FakeBackend(Backend[FakeSettings]):
     def send(self, request: Request) -> JobHandle:
         call = request.create
 
+        found: list[Reply] = []
+
+        def find() -> Reply | None:
+            reply = self._call("GET", call.url, missing_ok=True)
+            found.extend([reply] if reply else [])
+            return reply
+
         reply = self.retry.create(
             lambda: self._record("PUT", call.url, call.body),
             dedupes=self.capabilities.dedupes_create,
-            find=lambda: self._call("GET", call.url, missing_ok=True),
+            find=find,
             identity=request.identity,
         )
         self.check_same_request(request, reply.body.get("fingerprint"), call.url)
+        # A PUT answered 200 found an earlier job; a job found after a lost answer is taken as this submit's.
+        adopted = reply.status == 200 and not any(reply is seen for seen in found)
         return JobHandle(
             "fake",
             request.identity,
             request.identity,
             console_url=call.url,
             ref={"url": call.url},
-            adopted=reply.status == 200,
+            adopted=adopted,
         )
 
     def status(self, handle: JobHandle) -> JobStatus:
