@@ -64,4 +64,4 @@ def test_notebook_display_escapes_and_summarises() -> None:
 def test_lazy_names() -> None:
     assert set(crosstrain.__all__) <= set(dir(crosstrain))
     with pytest.raises(AttributeError):
-        _ = crosstrain.nope  # type: ignore[attr-defined]
+        _ = crosstrain.nope

@@ -53,7 +53,7 @@ def test_error_message_lists_source_and_each_problem(tmp_path: Path) -> None:
     text = str(err.value)
     assert text.startswith(f"invalid job spec ({path}): 2 problems")
     assert "  - primry: unknown field 'primry'\n      fix: did you mean 'primary'?" in text
-    assert err.value.to_dict()["problems"][0]["path"] in ("workers.replicas", "primry")
+    assert err.value.problems[0].path in ("workers.replicas", "primry")
 
 
 def test_every_example_is_a_valid_job() -> None:

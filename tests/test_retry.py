@@ -46,7 +46,9 @@ def test_retry_after_is_honoured(tmp_path: Path) -> None:
     cloud = FakeCloud()
     cloud.inject("create", "rate-limit")
     policy = RetryPolicy(attempts=4, initial=0.5, maximum=8.0, jitter=0.0, sleep=sleeps)
-    create_backend("fake", cloud=cloud, retry=policy, environ={}).submit(job_from_dict(BASE_JOB), {"root": str(tmp_path)})
+    create_backend("fake", cloud=cloud, retry=policy, environ={}).submit(
+        job_from_dict(BASE_JOB), {"root": str(tmp_path)}
+    )
     assert sleeps == [1.0]  # the server's Retry-After, above the 0.5 s backoff
 
 

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -42,7 +43,7 @@ def test_every_example_validates(validator: jsonschema.Draft202012Validator, exa
         {"workers": {"replicas": 1}},
     ],
 )
-def test_schema_rejects_bad_files(validator: jsonschema.Draft202012Validator, bad: dict) -> None:
+def test_schema_rejects_bad_files(validator: jsonschema.Draft202012Validator, bad: dict[str, Any]) -> None:
     assert list(validator.iter_errors(bad))
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from crosstrain.backends import create_backend
 from crosstrain.backends.base import (
     Capabilities,
     HttpCall,
@@ -11,30 +14,36 @@ from crosstrain.backends.base import (
     JobState,
     Request,
     capability_problems,
-    default_identity,
+    identity_for,
 )
-from crosstrain.backends.fake import FakeSettings
 from crosstrain.errors import SpecError
 from crosstrain.loader import job_from_dict
 from crosstrain.testing.conformance import BASE_JOB, merge
 
 
-def test_identity_is_name_plus_run_id_or_digest() -> None:
-    settings = FakeSettings()
-    job = job_from_dict(merge(BASE_JOB, {"name": "My_Job.v2"}))
-    identity = default_identity(job, "fake", settings)
-    assert identity.startswith("my-job-v2-")
-    assert len(identity.rsplit("-", 1)[1]) == 10
-    assert default_identity(job_from_dict(merge(BASE_JOB, {"run_id": "r1"})), "fake", settings).endswith("-r1")
-    assert default_identity(job, "other", settings) != identity
-    assert default_identity(job, "fake", FakeSettings(outcome="failed")) != identity
+def render(changes: dict[str, Any] | None = None, **settings: Any) -> Request:
+    return create_backend("fake", environ={}).render(job_from_dict(merge(BASE_JOB, changes or {})), settings)
+
+
+def test_identity_is_name_plus_run_id_or_the_start_of_the_fingerprint() -> None:
+    request = render({"name": "My_Job.v2"})
+    assert request.identity == f"my-job-v2-{request.fingerprint[:10]}"
+    assert len(request.fingerprint) == 16
+    assert render({"name": "My_Job.v2", "run_id": "r1"}).identity == "my-job-v2-r1"
+
+
+def test_only_what_the_target_sends_changes_the_identity() -> None:
+    first = render()
+    assert render({"targets": {"vertex": {"project": "elsewhere"}}}).identity == first.identity
+    assert render({"args": ["--epochs", "9"]}).identity != first.identity
+    assert render(outcome="failed").identity != first.identity  # the fake cloud's body carries its plan
 
 
 def test_identity_respects_a_length_limit() -> None:
-    job = job_from_dict(merge(BASE_JOB, {"name": "n" * 60, "run_id": "abc"}))
-    identity = default_identity(job, "fake", FakeSettings(), max_len=40)
+    identity = identity_for("n" * 60, "abc", max_len=40)
     assert len(identity) == 40
     assert identity.endswith("-abc")
+    assert identity_for("???", "r1") == "job-r1"
 
 
 def test_capability_refusals_name_field_reason_and_fix() -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +69,8 @@ class TestFakeSends(SendConformance):
     reads_in_submit = False
 
     @pytest.fixture
-    def platform(self, tmp_path: Path) -> Iterator[LoopbackPlatform]:
-        yield FakePlatform(tmp_path)
+    def platform(self, tmp_path: Path) -> LoopbackPlatform:
+        return FakePlatform(tmp_path)
 
 
 class Clock:

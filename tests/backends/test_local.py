@@ -65,9 +65,11 @@ def test_every_rank_reads_its_place_from_the_emulated_environment(emulate: str) 
                 nnodes = re.search(r"--nnodes (\d+)", line)
                 argv = plan(with_node_count(env, int(nnodes.group(1)) if nnodes else None), "2", ["python", "t.py"])
             assert {f"--node_rank={process['node']}", "--nnodes=2", "--nproc_per_node=2"} <= set(argv)
-            seen += [(rank, process["node"]) for rank in process["ranks"]]
+            seen += [(int(rank), int(process["node"])) for rank in process["ranks"]]
         else:  # a rank the platform started itself
             assert (env.rank, env.node_rank, env.world_size) == (process["ranks"][0], process["node"], 4)
+            assert env.rank is not None
+            assert env.node_rank is not None
             seen.append((env.rank, env.node_rank))
     assert sorted(seen) == [(0, 0), (1, 0), (2, 1), (3, 1)]
 

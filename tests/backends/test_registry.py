@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from crosstrain import backends
-from crosstrain.backends import create_backend, entries, get_backend_class, register, require
+from crosstrain.adaptors import require
+from crosstrain.backends import create_backend, entries, get_backend_class, register
 from crosstrain.backends.fake import FakeBackend
 from crosstrain.errors import MissingDependency, UnknownBackend
 
@@ -25,7 +27,7 @@ def test_unknown_name_lists_the_valid_ones() -> None:
 
 
 @pytest.fixture
-def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A real installed distribution on sys.path, declaring backends in the crosstrain.backends group."""
     (tmp_path / "acme_backend.py").write_text(
         textwrap.dedent("""

@@ -40,7 +40,13 @@ def test_one_process_group_with_every_helper() -> None:
         assert runtime.is_primary()
         model = runtime.wrap(torch.nn.Linear(2, 1))
         assert isinstance(model, torch.nn.parallel.DistributedDataParallel)
-        assert list(iter(runtime.sampler(list(range(5)), shuffle=False))) == [0, 1, 2, 3, 4]
+        assert list(iter(runtime.sampler(torch.utils.data.TensorDataset(torch.arange(5)), shuffle=False))) == [
+            0,
+            1,
+            2,
+            3,
+            4,
+        ]
         runtime.barrier()
         assert runtime.init(environ={}).rank == 0  # a second init joins nothing new
     assert not dist.is_initialized()
@@ -72,7 +78,7 @@ def test_a_node_level_context_without_a_launcher_is_one_rank_per_node() -> None:
 def test_helpers_outside_a_group() -> None:
     with pytest.raises(runtime.ClusterEnvError, match="process group: is not initialized"):
         runtime.wrap(torch.nn.Linear(2, 1))
-    assert len(runtime.sampler(list(range(3)))) == 3
+    assert len(runtime.sampler(torch.utils.data.TensorDataset(torch.arange(3)))) == 3
     runtime.barrier()  # nothing to wait for
     runtime.shutdown()  # and nothing to destroy
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import ROOT
 
@@ -198,7 +199,7 @@ def assert_no_strays(directory: Path) -> None:
     assert not [pid for pid in pids if alive(pid)], logs(directory)
 
 
-def results(directory: Path) -> Iterator[dict[str, object]]:
+def results(directory: Path) -> Iterator[dict[str, Any]]:
     for path in sorted(directory.glob("rank-*.json")):
         yield json.loads(path.read_text())
 
@@ -222,7 +223,7 @@ def test_every_platform_trains_2_nodes_x_2_processes_and_a_late_replica_joins(tm
             assert r["sum"] == 0 + 1 + 2 + 3  # all_reduce of the ranks
             assert r["params_identical"]
             assert r["params_changed"]
-            assert (r["node_rank"], r["local_rank"]) == (r["rank"] // 2, r["rank"] % 2)  # type: ignore[operator]
+            assert (r["node_rank"], r["local_rank"]) == (r["rank"] // 2, r["rank"] % 2)
             assert r["primary"] == (r["rank"] == 0)
         assert_no_strays(dirs[name])
     late_log = (dirs["vertex"] / "node-1.log").read_text()

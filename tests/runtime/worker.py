@@ -40,7 +40,7 @@ def main() -> int:
         loader = torch.utils.data.DataLoader(data, batch_size=8, sampler=runtime.sampler(data))
         for step, (x, y) in zip(range(STEPS), loader, strict=False):
             optimizer.zero_grad()
-            torch.nn.functional.mse_loss(model(x), y).backward()
+            torch.autograd.backward(torch.nn.functional.mse_loss(model(x), y))
             optimizer.step()
             if step == 0 and os.environ.get("CRASH_RANK") == str(env.rank):
                 print(f"rank {env.rank}: crashing on purpose", file=sys.stderr, flush=True)

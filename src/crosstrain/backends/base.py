@@ -182,7 +182,7 @@ class JobHandle:
                 ]
             ) from None
 
-    def _backend(self) -> Backend:
+    def _backend(self) -> Backend[Any]:
         from crosstrain.backends import create_backend
 
         return create_backend(self.target)

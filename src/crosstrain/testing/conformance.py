@@ -132,7 +132,8 @@ class BackendConformance:
 
     def test_fingerprint_is_carried_by_the_request_and_names_the_identity(self) -> None:
         request = self.render()
-        assert request.fingerprint and request.fingerprint in json.dumps(request.create.to_dict())
+        assert request.fingerprint
+        assert request.fingerprint in json.dumps(request.create.to_dict())
         assert request.identity.endswith("-" + request.fingerprint[:10])
         fixed = self.render(self.job(run_id="fixed"))
         assert fixed.fingerprint == request.fingerprint
@@ -304,7 +305,8 @@ class SendConformance:
             assert first.job_id != second.job_id
             return
         assert second.job_id == first.job_id
-        assert not first.adopted and second.adopted
+        assert not first.adopted
+        assert second.adopted
         self.assert_one_job(platform, request, first)
 
     def test_a_different_request_under_a_taken_identity_is_refused(self, platform: LoopbackPlatform) -> None:

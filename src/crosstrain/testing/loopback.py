@@ -215,5 +215,5 @@ class LoopbackPlatform(ABC):
     def child_backend(self) -> str:
         """Python source that binds `backend` to a backend talking to this platform, for another process."""
 
-    def settle(self) -> None:
+    def settle(self) -> None:  # noqa: B027 - a hook: only platforms that play "late" faults need it
         """Wait until every late fault has taken effect."""
