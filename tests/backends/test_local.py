@@ -22,12 +22,13 @@ import pytest
 
 import crosstrain
 from crosstrain.backends import create_backend
-from crosstrain.backends.base import Request
-from crosstrain.backends.local import EMULATIONS, inherited_environment
+from crosstrain.backends.base import Backend, JobHandle, JobState, Request
+from crosstrain.backends.local import EMULATIONS, LocalBackend, inherited_environment
 from crosstrain.errors import SpecError, Unsupported
 from crosstrain.launch import plan, with_node_count
 from crosstrain.runtime import detect
-from crosstrain.testing.conformance import BackendConformance
+from crosstrain.testing.conformance import BackendConformance, SendConformance
+from crosstrain.testing.loopback import LoopbackPlatform
 from tests.conftest import ROOT
 from tests.runtime.test_multiprocess import alive
 
@@ -294,3 +295,56 @@ class TestLocalVertexConformance(TestLocalConformance):
     """An emulation renders the cloud target's request on the way: that must stay pure too."""
 
     settings = {"workdir": "/tmp/crosstrain-conformance", "emulate": "vertex"}
+    reads_targets = ("vertex",)
+
+
+class RecordingLocalBackend(LocalBackend):
+    """The local backend, keeping the handle of every run it made."""
+
+    def __init__(self, runs: list[JobHandle]) -> None:
+        super().__init__(environ={})
+        self.runs = runs
+
+    def send(self, request: Request) -> JobHandle:
+        handle = super().send(request)
+        self.runs.append(handle)
+        return handle
+
+
+class LocalMachine(LoopbackPlatform):
+    """This machine: a one-rank job that exits at once, run per-process as Azure ML starts ranks (no torchrun)."""
+
+    native_states = tuple(state.value for state in JobState if state.terminal)  # what a finished run records
+
+    def __init__(self, folder: Path) -> None:
+        (folder / "train.py").write_text("print('trained')\n")
+        self.settings = {"workdir": str(folder), "emulate": "azureml", "nodes": 1, "nproc_per_node": 1}
+        self.runs: list[JobHandle] = []
+
+    def backend(self) -> Backend[Any]:
+        return RecordingLocalBackend(self.runs)
+
+    def inject(self, operation: str, fault: str) -> None:
+        raise AssertionError("the local target has no server to play faults")
+
+    def live_jobs(self, identity: str) -> list[str]:
+        return [run.job_id for run in self.runs if run.identity == identity]
+
+    def set_state(self, handle: JobHandle, native: str) -> None:
+        handle.ref["outcome"]["state"] = native
+
+    def child_backend(self) -> str:
+        return "from crosstrain.backends.local import LocalBackend\nbackend = LocalBackend()\n"
+
+
+class TestLocalSends(SendConformance):
+    target = "local"
+    job_changes = {"image": None, "command": "python train.py", "args": [], "workers": {"replicas": 0}}
+    create_faults = ()
+    reads_in_submit = False
+    adopts = False
+    cancels = False
+
+    @pytest.fixture
+    def platform(self, tmp_path: Path) -> LoopbackPlatform:
+        return LocalMachine(tmp_path)

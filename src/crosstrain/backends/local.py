@@ -159,7 +159,11 @@ class LocalBackend(Backend[LocalSettings]):
         if settings.emulate == "torchrun":
             plan = _torchrun_nodes(shaped, nproc)
         else:
-            emulated, rendered_job = self._render_emulated(shaped, settings.emulate, workdir)
+            # The emulated job is named by this run's id, so the probe render's placeholder reaches it too.
+            run_id = ids.identity.rsplit("-", 1)[-1]
+            emulated, rendered_job = self._render_emulated(
+                shaped.model_copy(update={"run_id": run_id}), settings.emulate, workdir
+            )
             notes += [f"{emulated.target}: {note}" for note in emulated.notes]
             plan = _EMULATORS[settings.emulate](emulated, rendered_job, nproc)
         gpus_wanted = max((p.machine.gpus if p.machine else 0) for p in job.pools())
