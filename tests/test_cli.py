@@ -191,3 +191,31 @@ def test_catalog_and_help() -> None:
     for verb in ("render", "validate", "submit", "status", "wait", "cancel", "logs", "schema"):
         assert verb in help_text
     assert "exit codes" in help_text
+
+
+def test_a_changed_job_under_a_fixed_run_id_is_refused_with_both_fingerprints(tmp_path: Path) -> None:
+    root = f"root={tmp_path / 'cloud'}"
+    first = run("submit", write(tmp_path, JOB), "--set", root, "--run-id", "fixed")
+    assert first.returncode == 0, first.stderr
+    changed = write(tmp_path, JOB.replace("name: cli-job", "name: cli-job\nargs: [--epochs, '40']"), "changed.yaml")
+    refused = run("submit", changed, "--set", root, "--run-id", "fixed", "--json")
+    assert refused.returncode == 3
+    error = json.loads(refused.stdout)
+    assert error["error"] == "IdentityConflict"
+    ours = json.loads(run("render", changed, "--set", root, "--run-id", "fixed").stdout)["fingerprint"]
+    theirs = json.loads(run("render", write(tmp_path, JOB), "--set", root, "--run-id", "fixed").stdout)["fingerprint"]
+    assert ours != theirs
+    assert ours in error["message"]
+    assert theirs in error["message"]
+    assert "--run-id new" in error["message"]
+    assert len(list((tmp_path / "cloud" / "jobs").iterdir())) == 1
+
+
+def test_another_targets_settings_do_not_rename_the_job(tmp_path: Path) -> None:
+    root = f"root={tmp_path / 'cloud'}"
+    first = run("submit", write(tmp_path, JOB), "--set", root)
+    edited = JOB + "  databricks: {host: https://dbc-1.cloud.databricks.com}\n"
+    again = run("submit", write(tmp_path, edited, "edited.yaml"), "-t", "fake", "--set", root)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+    assert "existed already" in again.stderr

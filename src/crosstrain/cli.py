@@ -234,8 +234,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         handle = api.submit(job, target, **api.target_settings(target, args.job, _settings(args)))
     if handle.adopted:
         _say(
-            f"a job with identity {handle.identity} existed already (an earlier submit of the same spec): "
-            "using it. Pass --run-id new to start another run."
+            f"a job with identity {handle.identity} existed already, made from this same request: using it. "
+            "Pass --run-id new to start another run."
         )
     else:
         _say(f"submitted {handle.identity} to {handle.target}")
@@ -395,7 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CrosstrainError as exc:
         if getattr(args, "json", False):
             problems = [p.to_dict() for p in getattr(exc, "problems", ())]
-            _print_json({"error": type(exc).__name__, "message": str(exc), "problems": problems})
+            extra = {"job_may_exist": True} if getattr(exc, "job_may_exist", False) else {}
+            _print_json({"error": type(exc).__name__, "message": str(exc), "problems": problems, **extra})
         _say(f"crosstrain {args.verb}: {exc}")
         return int(exc.exit_code)
     except KeyboardInterrupt:
