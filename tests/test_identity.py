@@ -1,0 +1,55 @@
+"""A job's identity on one target depends on what that target sends, and on nothing else.
+
+For every pair of backends: changing the second one's settings in the job file leaves the first one's identity
+as it was, and changes the second one's own (each change below is sent in that target's request).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from crosstrain.backends import create_backend
+from crosstrain.loader import job_from_dict
+from crosstrain.testing.conformance import BASE_JOB, merge
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    "vertex": {"project": "my-project", "region": "us-central1"},
+    "aiplatform": {"project": "my-project", "region": "us-central1"},
+    "azureml": {
+        "subscription_id": "00000000-0000-0000-0000-000000000000",
+        "resource_group": "my-rg",
+        "workspace": "my-ws",
+    },
+    "databricks": {"host": "https://dbc-1234.cloud.databricks.com"},
+    "fake": {"root": "/tmp/crosstrain-identity"},
+    "local": {"workdir": "/tmp/crosstrain-identity"},
+}
+#: A change to each target's settings that reaches its request.
+CHANGES: dict[str, dict[str, Any]] = {
+    "vertex": {"region": "europe-west4"},
+    "aiplatform": {"region": "europe-west4"},
+    "azureml": {"workspace": "other-ws"},
+    "databricks": {"host": "https://dbc-5678.cloud.databricks.com"},
+    "fake": {"outcome": "failed"},
+    "local": {"nodes": 1},
+}
+JOB = merge(BASE_JOB, {"targets": SETTINGS})
+
+
+def identity(target: str, targets: dict[str, dict[str, Any]]) -> str:
+    return create_backend(target, environ={}).render(job_from_dict({**JOB, "targets": targets})).identity
+
+
+@pytest.mark.parametrize(("target", "changed"), list(itertools.permutations(SETTINGS, 2)))
+def test_another_targets_settings_leave_the_identity_alone(target: str, changed: str) -> None:
+    edited = {**SETTINGS, changed: {**SETTINGS[changed], **CHANGES[changed]}}
+    assert identity(target, edited) == identity(target, SETTINGS)
+
+
+@pytest.mark.parametrize("target", sorted(SETTINGS))
+def test_the_targets_own_settings_change_its_identity(target: str) -> None:
+    edited = {**SETTINGS, target: {**SETTINGS[target], **CHANGES[target]}}
+    assert identity(target, edited) != identity(target, SETTINGS)
