@@ -207,6 +207,10 @@ class LoopbackPlatform(ABC):
     def live_jobs(self, identity: str) -> list[str]:
         """Ids of the jobs with this identity that are not cancelled (or being cancelled)."""
 
+    def all_jobs(self, identity: str) -> list[str]:
+        """Ids of every job with this identity, cancelled ones included (by default, the live ones)."""
+        return self.live_jobs(identity)
+
     @abstractmethod
     def set_state(self, handle: JobHandle, native: str) -> None:
         """Make the job report `native` from now on."""
