@@ -139,7 +139,7 @@ def run_backend(name: str, args: argparse.Namespace) -> Tally:
         for round_ in range(args.rounds):
             spec = merge(job, {"run_id": f"pair-{round_}"})
             with ThreadPoolExecutor(2) as pool:
-                outcomes += list(pool.map(lambda _: submit(platform, spec, settle=2.0), range(2)))
+                outcomes += list(pool.map(lambda same: submit(platform, same, settle=2.0), [spec, spec]))
 
         # 3. Late creates: 504 now, the job 1-10 s later; all at once, each its own identity.
         service.faults.clear()
