@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from crosstrain.backends.base import Backend, HttpCall, JobHandle, JobState, JobStatus, Request
     from crosstrain.errors import (
         CrosstrainError,
+        IdentityConflict,
         JobFailed,
         MissingDependency,
         Problem,
@@ -47,6 +48,7 @@ _LAZY = {
     "SpecError": "crosstrain.errors",
     "Unsupported": "crosstrain.errors",
     "SubmitError": "crosstrain.errors",
+    "IdentityConflict": "crosstrain.errors",
     "JobFailed": "crosstrain.errors",
     "MissingDependency": "crosstrain.errors",
     "Problem": "crosstrain.errors",
@@ -56,6 +58,7 @@ __all__ = [
     "Backend",
     "CrosstrainError",
     "HttpCall",
+    "IdentityConflict",
     "JobFailed",
     "JobHandle",
     "JobState",
