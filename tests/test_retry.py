@@ -198,3 +198,15 @@ def test_backoff_is_capped_and_jittered() -> None:
 def test_http_calls_refuse_credentials() -> None:
     with pytest.raises(ValueError, match="credentials"):
         HttpCall("POST", "https://x", headers={"Authorization": "Bearer t"})
+
+
+def test_a_lookup_refused_for_good_still_ends_in_may_exist() -> None:
+    def send() -> str:
+        raise TransientError("504", accepted=None)
+
+    def find() -> str | None:
+        raise SubmitError("403 the caller may not list jobs")
+
+    with pytest.raises(SubmitError, match="may exist") as refused:
+        RetryPolicy(attempts=2, settle=0, sleep=Sleeps()).create(send, dedupes=True, find=find)
+    assert refused.value.job_may_exist

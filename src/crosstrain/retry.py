@@ -13,6 +13,7 @@ Creates and polls are retried differently:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from typing import TypeVar
 
 import tenacity
 
-from crosstrain.errors import SubmitError, TransientError
+from crosstrain.errors import IdentityConflict, SubmitError, TransientError
 
 T = TypeVar("T")
 
@@ -114,9 +115,22 @@ class RetryPolicy:
         def outcome_unknown() -> bool:
             return any(getattr(f, "accepted", False) is None for f in failures)
 
+        def look() -> T | None:
+            """`find`, where a final error of the lookup itself (a 403 on the read) means "not found"."""
+            assert find is not None
+            try:
+                return self.look(find, window=window)
+            except IdentityConflict:
+                raise
+            except SubmitError as error:
+                if isinstance(error, TransientError):
+                    raise
+                failures.append(error)
+                return None
+
         def attempt() -> T:
             if find is not None and failures and getattr(failures[-1], "accepted", False) is None:
-                found = self.look(find, window=window)
+                found = look()
                 if found is not None:
                     return found
             try:
@@ -131,9 +145,10 @@ class RetryPolicy:
             if not outcome_unknown():
                 raise
             if find is not None:
-                found = self.look(find, window=window)
-                if found is not None:
-                    return found
+                with contextlib.suppress(TransientError):
+                    found = look()
+                    if found is not None:
+                        return found
             where = f"with identity {identity} " if identity else ""
             raise SubmitError(
                 f"{error}. An earlier attempt's outcome is unknown, so a job {where}may exist"

@@ -281,6 +281,9 @@ class SendConformance:
             pytest.skip(f"{self.target}'s submit reads nothing from the platform")
         platform.inject("submit-read", "error")
         request, handle = self.submit(platform)
+        platform.inject("submit-read", "error")  # a re-submit reads the job it finds
+        _, again = self.submit(platform)
+        assert again.job_id == handle.job_id
         self.assert_one_job(platform, request, handle)
 
     def test_a_500_on_a_poll_is_retried(self, platform: LoopbackPlatform) -> None:
