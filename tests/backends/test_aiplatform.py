@@ -1,5 +1,6 @@
 """The AI Platform Training backend: rendered bodies against ml.v1's discovery document, refusals, golden files,
-and submission through google-auth's AuthorizedSession to a loopback server that speaks `ml.googleapis.com/v1`.
+and submission through google-auth's AuthorizedSession to a loopback `ml.googleapis.com/v1`
+(tests/backends/aiplatform_server.py): the shared send-side suite, faults, conflicts, credentials.
 
 Regenerate the golden files with `CROSSTRAIN_UPDATE_GOLDEN=1 pytest tests/backends/test_aiplatform.py`.
 """
@@ -11,22 +12,26 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
+from requests import PreparedRequest
+from requests.adapters import HTTPAdapter
 
+from crosstrain.adaptors.google_rest import authorized_session
 from crosstrain.backends import create_backend
-from crosstrain.backends.aiplatform import AIPlatformBackend, job_id
+from crosstrain.backends.aiplatform import STATE_MAP, AIPlatformBackend, job_id
 from crosstrain.backends.base import JobHandle, JobState, Request
-from crosstrain.errors import JobFailed, SubmitError, Unsupported
+from crosstrain.errors import IdentityConflict, JobFailed, MissingDependency, SubmitError, TransientError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.retry import RetryPolicy
-from crosstrain.testing.conformance import BASE_JOB, BackendConformance, merge
+from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
+from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
+from tests.backends.aiplatform_server import NATIVE_STATES, AIPlatformPlatform, MLService, loopback_session
 from tests.backends.discovery import assert_conforms
 from tests.conftest import ROOT
 
@@ -38,6 +43,7 @@ JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
 class TestAIPlatformConformance(BackendConformance):
     target = "aiplatform"
     settings = SETTINGS
+    unsent_settings = {"endpoint": "https://ml.mtls.googleapis.com"}  # where it is sent, not what
     refused = [
         ({"reduction_server": {"replicas": "auto"}}, "--target vertex"),
         ({"primary": {"machine": "H100:8"}}, "--target vertex"),
@@ -101,7 +107,7 @@ def test_google_api_client_builds_the_same_create_call(name: str) -> None:
     from googleapiclient.discovery import build
 
     request = render(TOPOLOGIES[name])
-    ml = build("ml", "v1", credentials=AnonymousCredentials(), static_discovery=True, cache_discovery=False)
+    ml = build("ml", "v1", credentials=AnonymousCredentials(), static_discovery=True, cache_discovery=False)  # type: ignore[no-untyped-call]
     built = ml.projects().jobs().create(parent="projects/my-project", body=request.create.body)
     assert (built.method, built.uri.split("?")[0]) == ("POST", request.create.url)
     assert json.loads(built.body) == request.create.body
@@ -111,7 +117,7 @@ def test_body_shape_of_a_multi_node_gpu_job() -> None:
     request = render()
     body = request.create.body
     assert body["jobId"] == job_id(request.identity)
-    assert body["labels"] == {"crosstrain-id": request.identity, "team": "ml"}
+    assert body["labels"] == {"crosstrain-fp": request.fingerprint, "crosstrain-id": request.identity, "team": "ml"}
     ti = body["trainingInput"]
     assert (ti["scaleTier"], ti["region"], ti["masterType"], ti["workerType"]) == (
         "CUSTOM",
@@ -261,226 +267,296 @@ def test_golden_requests(name: str) -> None:
     assert golden.read_text() == text, f"regenerate with CROSSTRAIN_UPDATE_GOLDEN=1 if the change is intended: {golden}"
 
 
-# -- submission against a loopback ml.googleapis.com -------------------------------------------------------------
-class LoopbackML:
-    """A thread serving the `ml.googleapis.com/v1` job paths: create (409 on a taken jobId), get, cancel.
+# -- submission against a loopback ml.googleapis.com (tests/backends/aiplatform_server.py) ----------------------
+class TestAIPlatformSends(SendConformance):
+    target = "aiplatform"
+    # Submit reads from the platform only after a create meets 409 (a re-submit, or a retry whose first
+    # attempt's answer was lost); the suite's read test submits once, with nothing to meet, so the read after
+    # a 409 is faulted below instead (`test_the_read_after_a_409_is_retried`, `test_a_fault_on_the_look_...`).
+    reads_in_submit = False
 
-    `faults` is consumed one per request: "503" (refused before accepting), "drop" (accepted, then the
-    connection closes without an answer), "429" (rate limited, Retry-After: 7), "500" (server error), "400" (invalid).
-    Each GET moves a job one step along `states`.
-    """
-
-    def __init__(self, faults: list[str] | None = None, states: tuple[str, ...] = ("QUEUED", "RUNNING", "SUCCEEDED")):
-        self.faults = list(faults or [])
-        self.states = states
-        self.jobs: dict[str, dict[str, Any]] = {}
-        self.steps: dict[str, int] = {}
-        self.log: list[tuple[str, str, Any]] = []
-        self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> LoopbackML:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def answer(self, method: str, path: str, body: Any) -> tuple[int, dict[str, Any], dict[str, str]] | None:
-        with self.lock:
-            self.log.append((method, path, body))
-            fault = self.faults.pop(0) if self.faults else None
-            if fault == "503":
-                return 503, _error(503, "UNAVAILABLE", "try again"), {}
-            if fault == "429":
-                return 429, _error(429, "RESOURCE_EXHAUSTED", "slow down"), {"Retry-After": "7"}
-            if fault == "500":
-                return 500, _error(500, "INTERNAL", "oops"), {}
-            if fault == "400":
-                return 400, _error(400, "INVALID_ARGUMENT", "masterType is not supported"), {}
-            create = re.fullmatch(r"/v1/projects/([^/]+)/jobs", path)
-            if method == "POST" and create:
-                job_name = f"projects/{create.group(1)}/jobs/{body['jobId']}"
-                if job_name in self.jobs:
-                    return 409, _error(409, "ALREADY_EXISTS", "A job with this id already exists."), {}
-                self.jobs[job_name] = {**body, "state": "QUEUED", "createTime": "2025-01-01T00:00:00Z"}
-                self.steps[job_name] = 0
-                return None if fault == "drop" else (200, self.jobs[job_name], {})
-            match = re.fullmatch(r"/v1/(projects/[^/]+/jobs/[^/:]+)(:cancel)?", path)
-            if not match or match.group(1) not in self.jobs:
-                return 404, _error(404, "NOT_FOUND", f"no {path}"), {}
-            job = self.jobs[match.group(1)]
-            if method == "POST" and match.group(2):
-                if job["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                    return 400, _error(400, "FAILED_PRECONDITION", "the job has ended"), {}
-                job["state"] = "CANCELLED"
-                return 200, {}, {}
-            if method == "GET" and job["state"] != "CANCELLED":
-                step = min(self.steps[match.group(1)], len(self.states) - 1)
-                job["state"] = self.states[step]
-                self.steps[match.group(1)] += 1
-                if job["state"] == "FAILED":
-                    job["errorMessage"] = "The replica master 0 exited with a non-zero status of 1."
-            return 200, job, {}
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        cloud = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
-                answer = cloud.answer(self.command, self.path.split("?")[0], body)
-                if answer is None:  # accepted, then the connection drops before the answer
-                    self.close_connection = True
-                    return
-                code, payload, headers = answer
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = _serve
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        return Handler
-
-
-def _error(code: int, status: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "status": status}}
+    @pytest.fixture
+    def platform(self) -> Iterator[LoopbackPlatform]:
+        with AIPlatformPlatform() as running:
+            yield running
 
 
 @pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-def session() -> Any:
-    from google.auth.credentials import AnonymousCredentials
-    from google.auth.transport.requests import AuthorizedSession
-
-    authorized = AuthorizedSession(AnonymousCredentials())
-    authorized.trust_env = False  # no proxy between the test and its loopback server
-    return authorized
-
-
-def loopback_backend(sleeps: list[float]) -> AIPlatformBackend:
-    return backend(transport=session(), retry=RetryPolicy(sleep=sleeps.append))
-
-
-def submit(cloud: LoopbackML, sleeps: list[float], changes: dict[str, Any] | None = None) -> tuple[Any, JobHandle]:
-    made = loopback_backend(sleeps)
-    job = job_from_dict(merge(BASE_JOB, changes or {}))
-    request = made.render(job, {**SETTINGS, "endpoint": cloud.endpoint})
-    return request, made.send(request)
-
-
-@pytest.fixture
-def cloud() -> Iterator[LoopbackML]:
-    with LoopbackML() as running:
+def platform() -> Iterator[AIPlatformPlatform]:
+    with AIPlatformPlatform() as running:
         yield running
 
 
-def test_submit_sends_the_rendered_body_and_follows_the_job(cloud: LoopbackML, sleeps: list[float]) -> None:
-    request, handle = submit(cloud, sleeps)
-    assert [(m, p) for m, p, _ in cloud.log] == [("POST", "/v1/projects/my-project/jobs")]
-    assert cloud.log[0][2] == request.create.body
+def submit(
+    platform: AIPlatformPlatform, changes: dict[str, Any] | None = None, **kwargs: Any
+) -> tuple[Request, JobHandle]:
+    made = platform.backend()
+    if kwargs:
+        made = AIPlatformBackend(session=loopback_session(), environ={}, **kwargs)
+    request = made.render(job_from_dict(merge(BASE_JOB, changes or {})), dict(platform.settings))
+    return request, made.send(request)
+
+
+def posts(platform: AIPlatformPlatform) -> list[Call]:
+    return [call for call in platform.service.received if call.method == "POST" and call.path.endswith("/jobs")]
+
+
+def test_submit_sends_the_rendered_body_and_follows_the_job(platform: AIPlatformPlatform) -> None:
+    request, handle = submit(platform)
+    assert [(c.method, c.path) for c in platform.service.received] == [("POST", "/v1/projects/my-project/jobs")]
+    assert platform.service.received[0].body == request.create.body
     assert (handle.job_id, handle.adopted) == (request.create.body["jobId"], False)
     assert "ai-platform/jobs/" in handle.console_url
-    status = loopback_backend(sleeps).wait(handle, poll_interval=1)
+    status = platform.backend().wait(handle, poll_interval=0.01)
     assert (status.state, status.native_state) == (JobState.SUCCEEDED, "SUCCEEDED")
-    assert len(cloud.jobs) == 1
+    assert platform.live_jobs(request.identity) == [handle.job_id]
 
 
 @pytest.mark.parametrize(
-    ("faults", "adopted", "posts"),
+    ("faults", "adopted", "sent"),
     [
-        (["503"], False, 2),  # refused before accepting: sent again
-        (["drop"], True, 2),  # accepted, answer lost: the retry meets 409 and adopts the job
-        (["429"], False, 2),  # rate limited: sent again after Retry-After
-        (["500", "drop", "503"], True, 4),  # unknown, lost, refused, then 409
+        (["refuse"], False, 2),  # refused before anything changed: sent again
+        (["rate-limit"], False, 2),  # sent again after Retry-After
+        (["drop"], True, 1),  # created, answer lost: the look finds the job by its jobId and adopts it
+        (["slow"], True, 1),  # created, the answer comes after the client's timeout: the same
+        (["late"], False, 2),  # 504, created later: the look finds nothing, the resend creates it, the late
+        # effect meets the same jobId and is refused with 409
+        (["refuse", "error", "drop"], True, 3),  # refused, unknown (nothing made), created with no answer
     ],
 )
 def test_faulty_creates_end_with_exactly_one_job(
-    faults: list[str], adopted: bool, posts: int, sleeps: list[float]
+    platform: AIPlatformPlatform, faults: list[str], adopted: bool, sent: int
 ) -> None:
-    with LoopbackML(faults) as cloud:
-        request, handle = submit(cloud, sleeps)
-        assert len(cloud.jobs) == 1
-        assert handle.adopted is adopted
-        assert sum(1 for method, _, _ in cloud.log if method == "POST") == posts
-        assert all(body == request.create.body for method, _, body in cloud.log if method == "POST")
-        if "429" in faults:
-            assert sleeps
-            assert sleeps[0] >= 7
-        assert loopback_backend(sleeps).wait(handle, poll_interval=1).state is JobState.SUCCEEDED
+    platform.service.inject("create", *faults)
+    request, handle = submit(platform)
+    platform.settle()
+    assert platform.live_jobs(request.identity) == [handle.job_id]
+    assert len(platform.service.jobs) == 1
+    assert handle.adopted is adopted
+    assert len(posts(platform)) == sent
+    assert all(call.body == request.create.body for call in posts(platform))
+    assert platform.backend().wait(handle, poll_interval=0.01).state is JobState.SUCCEEDED
 
 
-def test_a_500_on_a_poll_is_retried_and_the_failure_is_reported(sleeps: list[float]) -> None:
-    with LoopbackML(states=("QUEUED", "PREPARING", "RUNNING", "FAILED")) as cloud:
-        _, handle = submit(cloud, sleeps)
-        cloud.faults = ["500"]
+def test_a_rate_limited_create_waits_for_retry_after(platform: AIPlatformPlatform) -> None:
+    sleeps: list[float] = []
+    platform.service.inject("create", "rate-limit")
+    submit(platform, retry=RetryPolicy(sleep=sleeps.append))
+    assert sleeps
+    assert sleeps[0] >= 1
+
+
+def test_the_read_after_a_409_is_retried(platform: AIPlatformPlatform) -> None:
+    request, first = submit(platform)
+    platform.service.inject("get", "error", "refuse")
+    _, again = submit(platform)
+    assert (again.job_id, again.adopted) == (first.job_id, True)
+    gets = [call for call in platform.service.received if call.method == "GET"]
+    assert len(gets) == 3  # 500, 503, then the job
+    assert platform.live_jobs(request.identity) == [first.job_id]
+
+
+def test_a_fault_on_the_look_after_a_lost_answer_is_retried(platform: AIPlatformPlatform) -> None:
+    platform.service.inject("create", "drop")
+    platform.service.inject("get", "error")
+    request, handle = submit(platform)
+    assert handle.adopted
+    assert len(posts(platform)) == 1
+    assert platform.live_jobs(request.identity) == [handle.job_id]
+
+
+def test_a_500_on_a_poll_is_retried_and_the_failure_is_reported() -> None:
+    with AIPlatformPlatform(MLService(plan=("QUEUED", "PREPARING", "RUNNING", "FAILED"))) as platform:
+        _, handle = submit(platform)
+        platform.service.inject("get", "error")
         with pytest.raises(JobFailed, match="non-zero status"):
-            loopback_backend(sleeps).wait(handle, poll_interval=1)
-        gets = [p for m, p, _ in cloud.log if m == "GET"]
-        assert len(gets) == 5  # the 500 and four states
-        assert len(cloud.jobs) == 1
+            platform.backend().wait(handle, poll_interval=0.01)
+        assert len([call for call in platform.service.received if call.method == "GET"]) == 5  # the 500, 4 states
 
 
-def test_resubmitting_the_same_spec_adopts_the_first_job(cloud: LoopbackML, sleeps: list[float]) -> None:
-    _, first = submit(cloud, sleeps)
-    _, second = submit(cloud, sleeps)
-    assert (first.adopted, second.adopted) == (False, True)
-    assert first == second
-    assert len(cloud.jobs) == 1
-
-
-def test_a_taken_job_id_without_our_identity_is_not_adopted(cloud: LoopbackML, sleeps: list[float]) -> None:
-    request, _ = submit(cloud, sleeps)
-    (stored,) = cloud.jobs.values()
+def test_a_taken_job_id_without_our_identity_is_not_adopted(platform: AIPlatformPlatform) -> None:
+    request, _ = submit(platform)
+    (stored,) = platform.service.jobs.values()
     stored["labels"] = {"crosstrain-id": "someone-else"}
-    with pytest.raises(SubmitError, match="--run-id new"):
-        loopback_backend(sleeps).send(request)
+    with pytest.raises(SubmitError, match="--run-id new") as refused:
+        platform.backend().send(request)
+    assert not isinstance(refused.value, IdentityConflict)
+    assert "'someone-else'" in str(refused.value)
+    assert "Nothing was created" in str(refused.value)
+    assert len(platform.service.jobs) == 1
 
 
-def test_a_rejected_create_is_not_retried(sleeps: list[float]) -> None:
-    with LoopbackML(["400"]) as cloud:
-        with pytest.raises(SubmitError, match="400 INVALID_ARGUMENT: masterType is not supported"):
-            submit(cloud, sleeps)
-        assert len(cloud.log) == 1
-        assert not cloud.jobs
+def test_a_job_of_ours_without_a_fingerprint_is_a_conflict(platform: AIPlatformPlatform) -> None:
+    """A job made by a crosstrain that did not record fingerprints may be another request: it is not adopted."""
+    request, _ = submit(platform)
+    (stored,) = platform.service.jobs.values()
+    del stored["labels"]["crosstrain-fp"]
+    with pytest.raises(IdentityConflict) as refused:
+        platform.backend().send(request)
+    assert refused.value.found is None
+    assert "AI Platform keeps a jobId for good" in str(refused.value)
 
 
-def test_cancel_and_cancel_after_the_end(cloud: LoopbackML, sleeps: list[float]) -> None:
-    _, handle = submit(cloud, sleeps)
-    made = loopback_backend(sleeps)
+def test_a_rejected_create_is_not_retried(platform: AIPlatformPlatform) -> None:
+    platform.service.inject("create", "invalid")
+    with pytest.raises(SubmitError, match="400 INVALID_ARGUMENT: injected invalid on create") as refused:
+        submit(platform)
+    assert not refused.value.job_may_exist
+    assert len(platform.service.received) == 1
+    assert not platform.service.jobs
+
+
+def test_a_rejected_create_after_a_lost_answer_says_the_job_may_exist(platform: AIPlatformPlatform) -> None:
+    platform.service.inject("create", "error", "invalid")
+    with pytest.raises(SubmitError, match="may exist") as refused:
+        submit(platform)
+    assert refused.value.job_may_exist
+    assert "400 INVALID_ARGUMENT" in str(refused.value)
+    gets = [call for call in platform.service.received if call.method == "GET"]
+    assert len(gets) == 2  # looked before resending, and once more before giving up
+
+
+def test_cancel_and_cancel_after_the_end(platform: AIPlatformPlatform) -> None:
+    _, handle = submit(platform)
+    made = platform.backend()
     made.cancel(handle)
     assert made.status(handle).state is JobState.CANCELLED
     made.cancel(handle)  # already over: nothing to do, no error
     assert made.status(handle).native_state == "CANCELLED"
 
 
-def test_the_handle_string_reconnects_in_a_new_backend(cloud: LoopbackML, sleeps: list[float]) -> None:
-    _, handle = submit(cloud, sleeps)
+def test_a_cancel_refused_for_a_running_job_is_reported(platform: AIPlatformPlatform) -> None:
+    _, handle = submit(platform)
+    platform.service.inject("cancel", "invalid")
+    with pytest.raises(SubmitError, match="400 INVALID_ARGUMENT"):
+        platform.backend().cancel(handle)
+
+
+def test_the_handle_string_reconnects_in_a_new_backend(platform: AIPlatformPlatform) -> None:
+    _, handle = submit(platform)
     again = JobHandle.loads(str(handle))
     assert again == handle
-    assert loopback_backend(sleeps).status(again).state is JobState.QUEUED
+    assert platform.backend().status(again).state is JobState.QUEUED
 
 
-def test_logs_point_to_cloud_logging(cloud: LoopbackML, sleeps: list[float]) -> None:
-    _, handle = submit(cloud, sleeps)
-    lines = list(loopback_backend(sleeps).logs(handle))
+def test_logs_point_to_cloud_logging(platform: AIPlatformPlatform) -> None:
+    _, handle = submit(platform)
+    lines = list(platform.backend().logs(handle))
     assert any(f'resource.labels.job_id="{handle.job_id}"' in line for line in lines)
     assert any(line.startswith("gcloud logging read") and "--project=my-project" in line for line in lines)
+
+
+def test_the_state_map_covers_the_discovery_documents_enum() -> None:
+    assert tuple(STATE_MAP) == NATIVE_STATES
+
+
+def test_the_endpoint_is_not_part_of_the_identity() -> None:
+    plain = render()
+    mtls = render(endpoint="https://ml.mtls.googleapis.com")
+    assert mtls.create.url != plain.create.url
+    assert (mtls.identity, mtls.fingerprint) == (plain.identity, plain.fingerprint)
+    assert render(project="other").fingerprint != plain.fingerprint
+
+
+# -- the adaptor: google-auth and requests failures as crosstrain's three kinds ----------------------------------
+class RecordingAdapter(HTTPAdapter):
+    """Records the timeout of every call that goes through it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[Any] = []
+
+    def send(
+        self,
+        request: PreparedRequest,
+        stream: bool = False,
+        timeout: Any = None,
+        verify: Any = True,
+        cert: Any = None,
+        proxies: dict[str, str] | None = None,
+    ) -> requests.Response:
+        self.timeouts.append(timeout)
+        return super().send(request, stream, timeout, verify, cert, proxies)
+
+
+class TokenEndpoint(LoopbackService):
+    """Google's OAuth token endpoint for a refresh token it no longer honours."""
+
+    def operation(self, call: Call) -> str:
+        return "token"
+
+    def answer(self, call: Call) -> Reply:
+        return Reply(400, {"error": "invalid_grant", "error_description": "Token has been expired or revoked."})
+
+
+def user_session(token_uri: str) -> requests.Session:
+    """An AuthorizedSession with user credentials whose token must be refreshed at `token_uri` first."""
+    from google.auth.transport.requests import AuthorizedSession
+    from google.oauth2.credentials import Credentials
+
+    credentials = Credentials(None, refresh_token="r", client_id="c", client_secret="s", token_uri=token_uri)  # type: ignore[no-untyped-call]
+    session: requests.Session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
+    session.trust_env = False
+    return session
+
+
+def test_every_call_has_the_policys_timeout(platform: AIPlatformPlatform) -> None:
+    session, adapter = loopback_session(), RecordingAdapter()
+    session.mount("http://", adapter)
+    made = AIPlatformBackend(session=session, retry=RetryPolicy(sleep=lambda s: None, call_timeout=7), environ={})
+    request = made.render(job_from_dict(BASE_JOB), dict(platform.settings))
+    handle = made.send(request)
+    made.send(request)  # 409, then a read
+    made.status(handle)
+    made.cancel(handle)
+    assert len(adapter.timeouts) == 5
+    assert set(adapter.timeouts) == {7}
+
+
+def test_an_expired_refresh_token_is_final_with_the_fix(platform: AIPlatformPlatform) -> None:
+    tokens = TokenEndpoint()
+    with serving(tokens) as url:
+        made = AIPlatformBackend(
+            session=user_session(f"{url}/token"), retry=RetryPolicy(sleep=lambda s: None), environ={}
+        )
+        with pytest.raises(SubmitError, match="gcloud auth application-default login") as refused:
+            made.send(made.render(job_from_dict(BASE_JOB), dict(platform.settings)))
+    assert "invalid_grant" in str(refused.value)
+    assert not isinstance(refused.value, TransientError)
+    assert not refused.value.job_may_exist
+    assert len(tokens.received) == 1  # not retried
+    assert not platform.service.received  # nothing was sent
+
+
+def test_an_unreachable_token_endpoint_is_a_refusal(platform: AIPlatformPlatform) -> None:
+    """Offline: the token refresh fails before the call is sent, so the create is retried freely, and the
+    final error does not say a job may exist."""
+    made = AIPlatformBackend(
+        session=user_session("http://127.0.0.1:9/token"), retry=RetryPolicy(sleep=lambda s: None), environ={}
+    )
+    with pytest.raises(TransientError, match="token endpoint") as refused:
+        made.send(made.render(job_from_dict(BASE_JOB), dict(platform.settings)))
+    assert refused.value.accepted is False
+    assert not refused.value.job_may_exist
+    assert not platform.service.received
+
+
+def test_no_credentials_is_final_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    with pytest.raises(SubmitError, match="gcloud auth application-default login"):
+        authorized_session()
+
+
+def test_a_refused_connection_is_retried_and_reported_as_never_sent() -> None:
+    made = AIPlatformBackend(session=loopback_session(), retry=RetryPolicy(sleep=lambda s: None), environ={})
+    request = made.render(job_from_dict(BASE_JOB), {**SETTINGS, "endpoint": "http://127.0.0.1:9"})
+    with pytest.raises(TransientError, match="could not connect") as refused:
+        made.send(request)
+    assert refused.value.accepted is False
+    assert not refused.value.job_may_exist
+
+
+def test_a_missing_google_auth_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "google.auth", None)
+    with pytest.raises(MissingDependency, match=r"pip install 'crosstrain\[aiplatform\]'"):
+        authorized_session()

@@ -6,39 +6,50 @@ projects that still hold its jobs. The same job file renders for Vertex AI with 
 The API has fixed pools (master, workers, parameter servers, evaluators), one `ReplicaConfig` each, an
 accelerator enum that ends at `NVIDIA_TESLA_A100`, and no field for environment variables. `jobId` is chosen
 by the client and a second create with the same id is refused with `409 ALREADY_EXISTS`, so the jobId
-derived from the render-time identity is the idempotency key: a retried create that meets 409 adopts the job.
+derived from the render-time identity is the idempotency key: a create that meets 409 reads the job and adopts
+it only if its `crosstrain-id` label is this identity and its `crosstrain-fp` label this request's fingerprint
+(a job made from another request is an `IdentityConflict`, and nothing is created).
 
-Requests go over REST with google-auth's `AuthorizedSession` (imported only when something is sent).
+Requests go over REST with google-auth's `AuthorizedSession`, through `crosstrain.adaptors.google_rest`
+(imported only when something is sent), which maps every failure to crosstrain's three kinds.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from pydantic import Field
 
 from crosstrain import catalog
-from crosstrain.backends import require
-from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels, launch_problems, node_command
+from crosstrain.adaptors import google_rest
+from crosstrain.backends._google import (
+    FINGERPRINT_LABEL,
+    IDENTITY_LABEL,
+    label_problems,
+    labels,
+    launch_problems,
+    node_command,
+)
 from crosstrain.backends.base import (
     Backend,
-    Ids,
     Capabilities,
     HttpCall,
+    Ids,
     JobHandle,
     JobState,
     JobStatus,
     Request,
 )
-from crosstrain.errors import Problem, SubmitError, TransientError
+from crosstrain.errors import Problem, SubmitError
 from crosstrain.settings import TargetSettings, setting
 
 if TYPE_CHECKING:
+    import requests
+
     from crosstrain.spec import PoolView, TrainingJob
 
 STATE_MAP = {
@@ -62,8 +73,8 @@ MIN_MAX_WAIT_SECONDS = 1800
 _JOB_ID_MAX = 128
 _NETWORK = re.compile(r"projects/\d+/global/networks/[^/]+")
 _BOOT_DISK_TYPES = ("pd-ssd", "pd-standard")
-_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
-_TIMEOUT = (10.0, 60.0)  # connect, read (seconds)
+#: A job in these states answers a cancel with 400: there is nothing left to cancel.
+_ENDING = frozenset({JobState.CANCELLING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 # trainingInput keys for each crosstrain pool role: (machine type, replica count, replica config).
 _POOL_FIELDS = {
     "primary": ("masterType", None, "masterConfig"),
@@ -128,8 +139,15 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         per_pool_machines=True,
         per_pool_commands=True,
         logs=True,
-        dedupes_create=True,
+        dedupes_create=True,  # the jobId is chosen at render time: a repeated create meets 409 ALREADY_EXISTS
     )
+    conflict_fix = "submit with --run-id new (or another run_id): AI Platform keeps a jobId for good"
+
+    def __init__(self, *, session: requests.Session | None = None, **kwargs: Any) -> None:
+        """`session`: the `requests.Session` calls go through; by default google-auth's `AuthorizedSession`
+        with Application Default Credentials, made on the first call (tests pass one aimed at a loopback server)."""
+        super().__init__(**kwargs)
+        self.session = session
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: AIPlatformSettings) -> list[Problem]:
@@ -216,7 +234,11 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             "jobDir": settings.job_dir or job.output_dir,
         }
         training_input.update({k: v for k, v in optional.items() if v})
-        body = {"jobId": job_id(identity), "labels": labels(job, identity, ids.fingerprint), "trainingInput": training_input}
+        body = {
+            "jobId": job_id(identity),
+            "labels": labels(job, identity, ids.fingerprint),
+            "trainingInput": training_input,
+        }
         url = f"{settings.endpoint.rstrip('/')}/v1/projects/{quote(settings.project, safe='')}/jobs"
         call = HttpCall(
             "POST",
@@ -226,6 +248,12 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             purpose="create the job; a retry that meets 409 ALREADY_EXISTS for this jobId adopts it",
         )
         return Request(self.name, identity, job.name, (call,), settings.model_dump(mode="json"), notes=(SHUTDOWN_NOTE,))
+
+    def fingerprint_view(self, request: Request) -> Any:
+        """The calls as the platform receives them, less the endpoint's host: the same job sent through
+        ml.mtls.googleapis.com (or a regional or private endpoint) is the same job, under the same jobId."""
+        views = super().fingerprint_view(request)
+        return [{**view, "url": urlsplit(call.url).path} for view, call in zip(views, request.calls, strict=True)]
 
     def format(self, request: Request, fmt: str) -> str:
         if fmt != "gcloud":
@@ -242,7 +270,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             "submit",
             "training",
             body["jobId"],
-            f"--project={request.settings['project']}",
+            f"--project={self.request_settings(request).project}",
             f"--region={body['trainingInput']['region']}",
             f"--config={config_file}",
         ]
@@ -254,46 +282,65 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         )
 
     # -- submit (sends) ------------------------------------------------------------------------------------
-    def _session(self) -> Any:
-        """The injected transport (tests), or an AuthorizedSession with Application Default Credentials."""
-        if self.transport is not None:
-            return self.transport
-        google_auth = require("google.auth", "aiplatform")
-        transport = require("google.auth.transport.requests", "aiplatform")
-        credentials, _ = google_auth.default(scopes=list(_SCOPES))
-        self.transport = transport.AuthorizedSession(credentials)
-        return self.transport
+    def _client(self) -> requests.Session:
+        """The injected session (tests), or an AuthorizedSession with Application Default Credentials."""
+        if self.session is None:
+            self.session = google_rest.authorized_session()
+        return self.session
+
+    def _call(self, method: str, url: str, body: Any = None, *, allow: tuple[int, ...] = ()) -> requests.Response:
+        return google_rest.call(self._client(), method, url, body, timeout=self.retry.call_timeout, allow=allow)
+
+    def _get(self, url: str) -> dict[str, Any]:
+        return google_rest.json_of(self._call("GET", url))
 
     def send(self, request: Request) -> JobHandle:
+        settings = self.request_settings(request)
         call = request.create
         body = call.body
         job_url = f"{call.url}/{body['jobId']}"
-        session = self._session()
-        adopted = False
 
-        def create() -> dict[str, Any]:
-            nonlocal adopted
-            response = _call(session, "POST", call.url, body)
-            if response.status_code == 409:
-                existing = _json(_call(session, "GET", job_url), job_url)
-                _check_ours(existing, request.identity, body["jobId"])
-                adopted = True
-                return existing
-            return _json(response, call.url)
+        def adopt(job: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+            self._check_ours(request, job, job_url)
+            return job, True
 
-        self.retry.create(create, dedupes=True)
-        project = str(request.settings.get("project") or call.url.rsplit("/", 2)[-2])
+        def create() -> tuple[dict[str, Any], bool]:
+            response = self._call("POST", call.url, body, allow=(409,))
+            if response.status_code == 409:  # the jobId is taken: ours from an earlier attempt, or not ours
+                return adopt(self.retry.poll(lambda: self._get(job_url)))
+            return google_rest.json_of(response), False
+
+        def find() -> tuple[dict[str, Any], bool] | None:
+            response = self._call("GET", job_url, allow=(404,))
+            return None if response.status_code == 404 else adopt(google_rest.json_of(response))
+
+        _, adopted = self.retry.create(
+            create, dedupes=self.capabilities.dedupes_create, find=find, identity=request.identity
+        )
         return JobHandle(
             self.name,
             request.identity,
             body["jobId"],
-            console_url=f"https://console.cloud.google.com/ai-platform/jobs/{body['jobId']}?project={project}",
-            ref={"url": job_url, "project": project},
+            console_url=f"https://console.cloud.google.com/ai-platform/jobs/{body['jobId']}?project={settings.project}",
+            ref={"url": job_url, "project": settings.project},
             adopted=adopted,
         )
 
+    def _check_ours(self, request: Request, job: dict[str, Any], where: str) -> None:
+        """Adopt only the job this request made: our identity label (else the jobId is someone else's) and our
+        fingerprint label (else it was made from a different request)."""
+        found = job.get("labels") or {}
+        wanted_id = request.create.body["jobId"]
+        if found.get(IDENTITY_LABEL) != request.identity:
+            raise SubmitError(
+                f"AI Platform already has a job {wanted_id!r} ({where}) that crosstrain did not make for this job: "
+                f"its {IDENTITY_LABEL} label is {found.get(IDENTITY_LABEL)!r}, not {request.identity!r}. Nothing "
+                f"was created. To run this job, {self.conflict_fix}"
+            )
+        self.check_same_request(request, found.get(FINGERPRINT_LABEL), where)
+
     def status(self, handle: JobHandle) -> JobStatus:
-        job = _json(_call(self._session(), "GET", handle.ref["url"]), handle.ref["url"])
+        job = self._get(handle.ref["url"])
         native = str(job.get("state", "STATE_UNSPECIFIED"))
         return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, str(job.get("errorMessage", "")))
 
@@ -301,10 +348,10 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         url = f"{handle.ref['url']}:cancel"
 
         def cancel_once() -> None:
-            response = _call(self._session(), "POST", url, {})
-            if response.status_code == 400 and self.status(handle).state.terminal:
-                return  # it ended before the cancel arrived: nothing left to cancel
-            _json(response, url)
+            response = self._call("POST", url, {}, allow=(400,))
+            if response.status_code == 400 and self.status(handle).state not in _ENDING:
+                raise google_rest.failure(response)
+            # a 400 for a job that has ended or is being cancelled: nothing left to cancel
 
         self.retry.poll(cancel_once)
 
@@ -378,55 +425,3 @@ def _replica_config(job: TrainingJob, pool: PoolView, machine: catalog.ResolvedM
             disk["bootDiskSizeGb"] = pool.boot_disk.size_gb
         config["diskConfig"] = disk
     return config
-
-
-# -- REST ----------------------------------------------------------------------------------------------------
-def _call(session: Any, method: str, url: str, body: Any = None) -> Any:
-    """One HTTP call; failures worth retrying become `TransientError`s that say whether the call was accepted."""
-    requests = require("requests", "aiplatform")
-    try:
-        response = session.request(method, url, json=body, timeout=_TIMEOUT)
-    except (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError) as error:
-        raise TransientError(f"{method} {url}: {error}", accepted=False) from error
-    except requests.exceptions.RequestException as error:
-        # Sent, but the answer was lost: the outcome is unknown.
-        raise TransientError(f"{method} {url}: {error}", accepted=None) from error
-    from crosstrain.retry import error_for_status  # tenacity stays off the render path
-
-    failure = error_for_status(
-        response.status_code,
-        f"{method} {url}: {response.status_code} {_error_text(response)}",
-        response.headers.get("Retry-After"),
-    )
-    if isinstance(failure, TransientError):
-        raise failure
-    return response
-
-
-def _json(response: Any, url: str) -> dict[str, Any]:
-    if response.status_code >= 400:
-        raise SubmitError(f"{response.request.method} {url}: {response.status_code} {_error_text(response)}")
-    try:
-        data: dict[str, Any] = response.json() if response.content else {}
-    except ValueError:
-        raise SubmitError(f"{url}: the answer is not JSON: {response.text[:200]!r}") from None
-    return data
-
-
-def _error_text(response: Any) -> str:
-    """Google's error envelope `{"error": {"status", "message"}}` as one line, or the raw text."""
-    try:
-        error = json.loads(response.text).get("error", {})
-        return f"{error.get('status', '')}: {error.get('message', '')}".strip(": ")
-    except (ValueError, AttributeError):
-        return str(response.text[:200])
-
-
-def _check_ours(existing: dict[str, Any], identity: str, wanted_id: str) -> None:
-    """Adopt only a job that carries our identity label; another job with the same id is someone else's."""
-    found = (existing.get("labels") or {}).get(IDENTITY_LABEL)
-    if found != identity[:63]:
-        raise SubmitError(
-            f"AI Platform already has a job {wanted_id!r} that crosstrain did not make for this spec "
-            f"(its {IDENTITY_LABEL} label is {found!r}); submit with a new run id (--run-id new)"
-        )
