@@ -269,11 +269,7 @@ def test_golden_requests(name: str) -> None:
 
 # -- submission against a loopback ml.googleapis.com (tests/backends/aiplatform_server.py) ----------------------
 class TestAIPlatformSends(SendConformance):
-    target = "aiplatform"
-    # Submit reads from the platform only after a create meets 409 (a re-submit, or a retry whose first
-    # attempt's answer was lost); the suite's read test submits once, with nothing to meet, so the read after
-    # a 409 is faulted below instead (`test_the_read_after_a_409_is_retried`, `test_a_fault_on_the_look_...`).
-    reads_in_submit = False
+    target = "aiplatform"  # submit reads the job after a create meets 409: the suite's re-submit faults that read
 
     @pytest.fixture
     def platform(self) -> Iterator[LoopbackPlatform]:
