@@ -170,6 +170,9 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.service = service
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that gave up (after "slow") or hung up is part of the faults, not a server error."""
+
 
 @contextmanager
 def serving(service: LoopbackService) -> Iterator[str]:
