@@ -1,156 +1,240 @@
-"""A loopback Databricks workspace for tests: the few REST endpoints crosstrain calls, on 127.0.0.1.
+"""A loopback Databricks workspace: the few REST endpoints crosstrain calls, on 127.0.0.1, for the real
+`WorkspaceClient`; and `DatabricksPlatform`, the `LoopbackPlatform` that the send-side conformance suite and
+`benchmarks/submit_faults.py` drive.
 
-It behaves as Databricks documents: `runs/submit` with a known `idempotency_token` returns that run instead
-of starting another, and `runs/get-output` answers only for a task run's id. Faults for `runs/submit` are
-scripted: "slow" (starts the run, answers after `slow_seconds`, long enough for the client to time out and
-resend), "503", "429" (with Retry-After: 1), and "drop" (starts the run, then closes the connection unanswered).
+It behaves as Databricks documents: `runs/submit` with a known `idempotency_token` returns that run (the same
+`{"run_id": N}` as a new one) instead of starting another, `runs/get` returns each task with the `new_cluster`
+it was submitted with (custom tags included), and `runs/get-output` answers only for a task run's id. Its
+faults are `LoopbackService`'s, per operation: "create" (runs/submit), "get" (runs/get: the read inside submit
+and every poll), "cancel", "output" (runs/get-output), "mkdirs", "import"; errors come in Databricks' envelope
+(`{"error_code": ..., "message": ...}`). It answers the client's host discovery
+(`/.well-known/databricks-config`) with a workspace id, so later calls carry `X-Databricks-Workspace-Id` as
+they do on a real workspace.
+
+`DatabricksPlatform.inject` takes the suite's names: "submit-read" and "poll" both script the next runs/get,
+so a "poll" fault scripted before a submit plays on the read inside that submit.
+
+    with DatabricksPlatform() as platform:          # no pytest needed
+        platform.inject("create", "drop")
+        backend = platform.backend()
+        handle = backend.send(backend.render(job, dict(platform.settings)))
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import threading
+import itertools
 import time
-from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+
+from crosstrain.adaptors.databricks import workspace_client
+from crosstrain.backends.base import Backend, JobHandle
+from crosstrain.backends.databricks import DatabricksBackend
+from crosstrain.retry import RetryPolicy
+from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
+
+#: path suffix -> operation name, as faults are scripted (API 2.1 and 2.2 alike).
+OPERATIONS = (
+    ("/jobs/runs/submit", "create"),
+    ("/jobs/runs/get", "get"),
+    ("/jobs/runs/get-output", "output"),
+    ("/jobs/runs/cancel", "cancel"),
+    ("/workspace/mkdirs", "mkdirs"),
+    ("/workspace/import", "import"),
+)
+ERROR_CODES = {
+    400: "INVALID_PARAMETER_VALUE",
+    404: "RESOURCE_DOES_NOT_EXIST",
+    429: "REQUEST_LIMIT_EXCEEDED",
+    500: "INTERNAL_ERROR",
+    503: "TEMPORARILY_UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+WORKSPACE_ID = "1234567890123456"
+#: What successive `runs/get` calls of a run report, the last one from then on.
+DEFAULT_STATES: list[tuple[str, str | None]] = [("PENDING", None), ("RUNNING", None), ("TERMINATED", "SUCCESS")]
 
 
-class Workspace:
-    def __init__(self, faults: list[str] | None = None, *, slow_seconds: float = 2.0) -> None:
-        self.faults = deque(faults or [])
-        self.slow_seconds = slow_seconds
-        self.lock = threading.Lock()
-        self.received: list[tuple[str, str, Any]] = []  # (method, path, body) of every API call
+def sdk_native_states() -> tuple[str, ...]:
+    """Every `life_cycle_state`, alone and with every `result_state`, from databricks-sdk's own enums."""
+    from databricks.sdk.service.jobs import RunLifeCycleState, RunResultState
+
+    lives = [life.value for life in RunLifeCycleState]
+    results = [result.value for result in RunResultState]
+    return tuple(lives) + tuple(f"{life}/{result}" for life, result in itertools.product(lives, results))
+
+
+class DatabricksWorkspace(LoopbackService):
+    def __init__(self, *, slow_seconds: float = 2.0, late_seconds: float = 0.5) -> None:
+        super().__init__(slow_seconds=slow_seconds, late_seconds=late_seconds)
+        self.url = ""
         self.runs: dict[int, dict[str, Any]] = {}
         self.tokens: dict[str, int] = {}
+        self.folders: set[str] = set()
         self.files: dict[str, str] = {}
-        #: the (life_cycle_state, result_state) that successive `runs/get` calls report; the last one stays
-        self.states: list[tuple[str, str | None]] = [("PENDING", None), ("RUNNING", None), ("TERMINATED", "SUCCESS")]
-        self.output = {"logs": "epoch 1 loss 0.5\nepoch 2 loss 0.1", "error": None}
-        self.url = ""
+        self.states = list(DEFAULT_STATES)
+        self.output: dict[str, Any] = {"logs": "epoch 1 loss 0.5\nepoch 2 loss 0.1", "error": None}
 
-    def submits(self) -> list[dict[str, Any]]:
-        return [body for method, path, body in self.received if path.endswith("/jobs/runs/submit")]
+    def submits(self) -> list[Any]:
+        """The bodies of every runs/submit received (faulted ones included)."""
+        return [call.body for call in self.received if self.operation(call) == "create"]
 
-    # -- endpoints -----------------------------------------------------------------------------------------
+    def operation(self, call: Call) -> str:
+        if call.path == "/.well-known/databricks-config":
+            return "metadata"
+        return next((name for suffix, name in OPERATIONS if call.path.endswith(suffix)), "unknown")
+
+    def error(self, status: int, message: str) -> Reply:
+        body = {"error_code": ERROR_CODES.get(status, "UNKNOWN"), "message": message}
+        return Reply(status, body, {"Retry-After": "1"} if status == 429 else {})
+
+    def answer(self, call: Call) -> Reply:
+        operation = self.operation(call)
+        if operation == "metadata":  # the client's host discovery at construction
+            return Reply(200, {"oidc_endpoint": f"{self.url}/oidc", "workspace_id": WORKSPACE_ID})
+        if operation == "create":
+            return Reply(200, {"run_id": self.submit(call.body)})
+        if operation == "get":
+            run_id = int(call.query["run_id"])
+            if run_id not in self.runs:
+                return self.error(400, f"Run {run_id} does not exist.")
+            return Reply(200, self.get_run(run_id))
+        if operation == "output":
+            return self.get_output(int(call.query["run_id"]))
+        if operation == "cancel":
+            run = self.runs.get(call.body["run_id"])
+            if run is None:
+                return self.error(400, f"Run {call.body['run_id']} does not exist.")
+            run["cancelled"] = True
+            return Reply(200, {})
+        if operation == "mkdirs":
+            self.folders.add(call.body["path"])
+            return Reply(200, {})
+        if operation == "import":
+            path = call.body["path"]
+            if path.rsplit("/", 1)[0] not in self.folders:
+                return self.error(404, f"The parent folder of {path} does not exist.")
+            if path in self.files and not call.body.get("overwrite"):
+                return Reply(400, {"error_code": "RESOURCE_ALREADY_EXISTS", "message": f"{path} already exists."})
+            self.files[path] = call.body["content"]
+            return Reply(200, {})
+        return self.error(404, f"no endpoint {call.method} {call.path}")
+
+    # -- the runs ------------------------------------------------------------------------------------------
     def submit(self, body: dict[str, Any]) -> int:
-        with self.lock:
-            token = body.get("idempotency_token")
-            if token in self.tokens:
-                return self.tokens[token]
-            run_id = 1000 + len(self.runs)
-            self.runs[run_id] = {"body": body, "task_run_id": run_id + 500, "polls": 0, "cancelled": False}
-            if token:
-                self.tokens[token] = run_id
-            return run_id
+        token = body.get("idempotency_token")
+        if token in self.tokens:
+            return self.tokens[token]
+        run_id = 1000 + len(self.runs)
+        self.runs[run_id] = {
+            "body": body,
+            "token": token,
+            "task_run_id": run_id + 500,
+            "start_time": int(time.time() * 1000),
+            "polls": 0,
+            "cancelled": False,
+            "state": None,  # a fixed (life, result) once set_state chose one
+        }
+        if token:
+            self.tokens[token] = run_id
+        return run_id
 
     def get_run(self, run_id: int) -> dict[str, Any]:
         run = self.runs[run_id]
-        life, result = self.states[min(run["polls"], len(self.states) - 1)]
+        life, result = run["state"] or self.states[min(run["polls"], len(self.states) - 1)]
         run["polls"] += 1
         if run["cancelled"]:
             life, result = "TERMINATED", "CANCELED"
         state: dict[str, Any] = {"life_cycle_state": life, "state_message": f"run is {life.lower()}"}
         if result:
             state["result_state"] = result
+        tasks = [
+            {**task, "run_id": run["task_run_id"] + index, "state": state}
+            for index, task in enumerate(run["body"].get("tasks", []))
+        ]
         return {
             "run_id": run_id,
             "run_name": run["body"].get("run_name"),
+            "run_type": "SUBMIT_RUN",
             "run_page_url": f"{self.url}/#job/runs/{run_id}",
+            "start_time": run["start_time"],
             "state": state,
-            "tasks": [{"run_id": run["task_run_id"], "task_key": "train", "state": state}],
+            "tasks": tasks,
         }
 
-    def get_output(self, run_id: int) -> tuple[int, dict[str, Any]]:
-        for run in self.runs.values():
-            if run["task_run_id"] == run_id:
-                return 200, {k: v for k, v in self.output.items() if v is not None}
-        return 400, {
-            "error_code": "INVALID_PARAMETER_VALUE",
-            "message": "Retrieving the output of runs with multiple tasks is not supported. Please retrieve the "
-            "output of each individual task run instead.",
-        }
+    def get_output(self, run_id: int) -> Reply:
+        if any(run["task_run_id"] == run_id for run in self.runs.values()):
+            return Reply(200, {k: v for k, v in self.output.items() if v is not None})
+        return self.error(
+            400,
+            "Retrieving the output of runs with multiple tasks is not supported. Please retrieve the output of "
+            "each individual task run instead.",
+        )
 
 
-def _handler(ws: Workspace) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+class DatabricksPlatform(LoopbackPlatform):
+    """A loopback workspace served on 127.0.0.1 and backends wired to it; a context manager.
 
-        def _answer(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+    `call_timeout` is every call's client timeout; a "slow" answer (after `slow_seconds`) outlasts it, so the
+    client gives up and submit resends, as it would against a stalled workspace.
+    """
 
-        def do_GET(self) -> None:
-            url = urlparse(self.path)
-            query = {k: v[0] for k, v in parse_qs(url.query).items()}
-            if url.path == "/.well-known/databricks-config":
-                return self._answer(404, {"error_code": "NOT_FOUND", "message": "no host metadata"})
-            ws.received.append(("GET", url.path, query))
-            if url.path.endswith("/jobs/runs/get"):
-                return self._answer(200, ws.get_run(int(query["run_id"])))
-            if url.path.endswith("/jobs/runs/get-output"):
-                return self._answer(*ws.get_output(int(query["run_id"])))
-            return self._answer(404, {"error_code": "ENDPOINT_NOT_FOUND", "message": url.path})
+    def __init__(self, *, call_timeout: float = 1.0, slow_seconds: float = 2.0, late_seconds: float = 0.5) -> None:
+        self.workspace = DatabricksWorkspace(slow_seconds=slow_seconds, late_seconds=late_seconds)
+        self.call_timeout = call_timeout
+        self.url = ""
+        self.settings: dict[str, Any] = {}
+        self._stack = contextlib.ExitStack()
 
-        def do_POST(self) -> None:
-            path = urlparse(self.path).path
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            ws.received.append(("POST", path, body))
-            if path.endswith("/jobs/runs/submit"):
-                return self._submit(body)
-            if path.endswith("/jobs/runs/cancel"):
-                ws.runs[body["run_id"]]["cancelled"] = True
-                return self._answer(200, {})
-            if path.endswith("/workspace/mkdirs"):
-                return self._answer(200, {})
-            if path.endswith("/workspace/import"):
-                ws.files[body["path"]] = body["content"]
-                return self._answer(200, {})
-            return self._answer(404, {"error_code": "ENDPOINT_NOT_FOUND", "message": path})
+    native_states = sdk_native_states()
 
-        def _submit(self, body: dict[str, Any]) -> None:
-            fault = ws.faults.popleft() if ws.faults else None
-            if fault == "503":
-                return self._answer(503, {"error_code": "TEMPORARILY_UNAVAILABLE", "message": "try again"})
-            if fault == "429":
-                return self._answer(
-                    429, {"error_code": "REQUEST_LIMIT_EXCEEDED", "message": "slow down"}, {"Retry-After": "1"}
-                )
-            run_id = ws.submit(body)
-            if fault == "drop":
-                self.close_connection = True
-                self.connection.close()
-                return None
-            if fault == "slow":
-                time.sleep(ws.slow_seconds)
-            with contextlib.suppress(OSError):  # after "slow" the client has given up waiting, as intended
-                self._answer(200, {"run_id": run_id, "number_in_job": run_id})
-            return None
+    def __enter__(self) -> DatabricksPlatform:
+        self.url = self._stack.enter_context(serving(self.workspace))
+        self.workspace.url = self.url
+        self.settings = {"host": self.url, "cloud": "aws"}
+        return self
 
-    return Handler
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.workspace.settle()
+        self._stack.close()
 
+    def client(self) -> Any:
+        """A `WorkspaceClient` for this workspace, made as crosstrain makes one (its own retries off)."""
+        return workspace_client(self.url, token="loopback", timeout=self.call_timeout)
 
-@contextmanager
-def serve(ws: Workspace) -> Iterator[Workspace]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(ws))
-    server.daemon_threads = True
-    ws.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield ws
-    finally:
-        server.shutdown()
-        server.server_close()
+    def backend(self) -> Backend[Any]:
+        retry = RetryPolicy(sleep=lambda seconds: None, call_timeout=self.call_timeout)
+        return DatabricksBackend(client=self.client(), retry=retry, environ={})
+
+    def inject(self, operation: str, fault: str) -> None:
+        # The read inside submit and the polls are both runs/get: a fault scripted now plays on the next one.
+        self.workspace.inject({"submit-read": "get", "poll": "get"}.get(operation, operation), fault)
+
+    def live_jobs(self, identity: str) -> list[str]:
+        with self.workspace.lock:
+            return [
+                str(run_id)
+                for run_id, run in self.workspace.runs.items()
+                if run["token"] == identity and not run["cancelled"]
+            ]
+
+    def set_state(self, handle: JobHandle, native: str) -> None:
+        life, _, result = native.partition("/")
+        with self.workspace.lock:
+            run = self.workspace.runs[int(handle.job_id)]
+            run["state"] = (life, result or None)
+            run["cancelled"] = False
+
+    def child_backend(self) -> str:
+        return (
+            "from crosstrain.adaptors.databricks import workspace_client\n"
+            "from crosstrain.backends.databricks import DatabricksBackend\n"
+            f"backend = DatabricksBackend(client=workspace_client({self.url!r}, token='loopback', timeout=5.0), "
+            "environ={})\n"
+        )
+
+    def settle(self) -> None:
+        self.workspace.settle()

@@ -16,9 +16,11 @@ Mapping (facts and sources: ../shared/reference/databricks.md):
   runtimes, so the runtime becomes the standard one of the same version, and the image must carry torch,
   CUDA and NCCL.
 * a training file on this machine is uploaded to workspace files first (`workspace/mkdirs` +
-  `workspace/import`, both in the rendered request); a path already on the cluster is used as is.
-* submit always sends the identity as the `idempotency_token`: the SDK resends POSTs on timeouts, 429 and
-  503, and Databricks starts exactly one run per token.
+  `workspace/import`, both in the rendered request) under `<workspace_dir>/<identity>/<sha of the file>/`, so
+  an upload never overwrites the file of another request's run; a path already on the cluster is used as is.
+* the identity is the `idempotency_token` (Databricks starts exactly one run per token and returns that run
+  for a repeated one), and the request's fingerprint is the cluster tag `crosstrain_fingerprint`: after
+  `runs/submit`, submit reads the run back and refuses (`IdentityConflict`) a run made from another request.
 """
 
 from __future__ import annotations
@@ -36,26 +38,24 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator
 
 from crosstrain import __version__, catalog
-from crosstrain.backends import require
 from crosstrain.backends.base import (
     Backend,
-    Ids,
     Capabilities,
     HttpCall,
+    Ids,
     JobHandle,
     JobState,
     JobStatus,
     Request,
-    default_identity,
-    digest,
 )
 from crosstrain.databricks_task import ENTRY_POINT, DistributorCall
-from crosstrain.errors import Problem, SubmitError, TransientError
+from crosstrain.errors import Problem, SubmitError
 from crosstrain.settings import TargetSettings, setting
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient
+    from databricks.sdk.service.jobs import Run
 
 T = TypeVar("T")
 
@@ -74,6 +74,8 @@ STATE_MAP: Mapping[str, JobState] = {
 #: A run that ended (TERMINATED or SKIPPED) succeeded only with this `result_state`; CANCELED is cancelled,
 #: everything else (FAILED, TIMEDOUT, SUCCESS_WITH_FAILURES, UPSTREAM_*, ...) is a failure.
 SUCCESS, CANCELED = "SUCCESS", "CANCELED"
+#: The cluster tag that carries the request's fingerprint (next to `crosstrain_job`, the identity).
+FINGERPRINT_TAG = "crosstrain_fingerprint"
 
 #: A small GPU driver per cloud, for when the job's GPU kind has no one-GPU machine (the driver does not train).
 _SMALL_GPU = {"aws": "T4", "azure": "T4", "gcp": "L4"}
@@ -124,7 +126,8 @@ class DatabricksSettings(TargetSettings):
     )
     workspace_dir: str = setting(
         "/Workspace/Shared/crosstrain",
-        description="Workspace folder that submit uploads a local training file to, under <identity>/.",
+        description="Workspace folder that submit uploads a local training file to, under "
+        "<identity>/<sha of the file>/.",
     )
 
     @field_validator("host")
@@ -287,6 +290,15 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         dedupes_create=True,
         launch_modes=frozenset({"auto", "per-process"}),
     )
+    identity_max_len = 64  # the longest idempotency_token Databricks takes
+
+    def __init__(self, *, client: WorkspaceClient | None = None, **kwargs: Any) -> None:
+        """`client`: a `WorkspaceClient` to use for every call (tests and benchmarks point one at a loopback
+        workspace; make it with `crosstrain.adaptors.databricks.workspace_client`, so that its own retries are
+        off). Without one, each call site makes one for the settings' or the handle's host and profile."""
+        super().__init__(**kwargs)
+        self.client = client
+        self._clients: dict[tuple[str, str | None], WorkspaceClient] = {}
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
@@ -324,16 +336,6 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                 problems.append(Problem(path, message, fix))
         return problems
 
-    def identity(self, job: TrainingJob, settings: DatabricksSettings) -> str:  # type: ignore[override]
-        """The default identity, plus the content of a training file that submit uploads: a changed file is a
-        new run, never the old run returned for the same idempotency token."""
-        plan = _Plan(job, settings)
-        if job.run_id or plan.local_file is None:
-            return default_identity(job, self.name, settings, max_len=64)
-        content = hashlib.sha256(plan.local_file.read_bytes()).hexdigest()
-        suffix = hashlib.sha256(f"{digest(job, self.name, settings)}:{content}".encode()).hexdigest()[:10]
-        return default_identity(job.model_copy(update={"run_id": suffix}), self.name, settings, max_len=64)
-
     def _render(self, job: TrainingJob, settings: DatabricksSettings, ids: Ids) -> Request:
         plan = _Plan(job, settings)
         assert plan.call is not None, "render runs only after refusals found nothing"
@@ -343,9 +345,12 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         notes: list[str] = []
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         if plan.local_file is not None:
-            folder = f"{settings.workspace_dir}/{identity}"
+            data = plan.local_file.read_bytes()
+            # Content-addressed: a re-submit under this identity with another file never overwrites the file
+            # the existing run reads (that re-submit is refused, but its upload comes first).
+            folder = f"{settings.workspace_dir}/{identity}/{hashlib.sha256(data).hexdigest()[:16]}"
             remote = f"{folder}/{plan.local_file.name}"
-            content = base64.b64encode(plan.local_file.read_bytes()).decode()
+            content = base64.b64encode(data).decode()
             calls += [
                 HttpCall(
                     "POST",
@@ -366,7 +371,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
 
         task: dict[str, Any] = {
             "task_key": "train",
-            "new_cluster": self._cluster(job, settings, plan, identity, notes),
+            "new_cluster": self._cluster(job, settings, plan, ids, notes),
             "python_wheel_task": {
                 "package_name": "crosstrain",
                 "entry_point": ENTRY_POINT,
@@ -394,7 +399,8 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                 f"{host}/api/2.2/jobs/runs/submit",
                 body,
                 headers,
-                purpose="submit the one-time run; a known idempotency_token returns the existing run",
+                purpose="submit the one-time run; a known idempotency_token returns the existing run (submit then "
+                "reads it back and checks its crosstrain_fingerprint tag)",
             )
         )
         notes.append(
@@ -404,7 +410,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         return Request(self.name, identity, job.name, tuple(calls), settings.model_dump(mode="json"), tuple(notes))
 
     def _cluster(
-        self, job: TrainingJob, settings: DatabricksSettings, plan: _Plan, identity: str, notes: list[str]
+        self, job: TrainingJob, settings: DatabricksSettings, plan: _Plan, ids: Ids, notes: list[str]
     ) -> dict[str, Any]:
         pool: PoolView = plan.pool
         node_type = plan.machine.machine_type
@@ -414,7 +420,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         if job.output_dir:
             env["CROSSTRAIN_OUTPUT_DIR"] = job.output_dir
         env.update(pool.env)
-        tags = {**job.labels, "crosstrain_job": identity}
+        tags = {**job.labels, "crosstrain_job": ids.identity, FINGERPRINT_TAG: ids.fingerprint}
         cluster: dict[str, Any] = {
             "spark_version": settings.spark_version,
             "node_type_id": node_type,
@@ -465,56 +471,99 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         assert driver is not None
         return driver
 
+    def fingerprint_view(self, request: Request) -> Any:
+        """Every call as sent, less the cluster library that installs crosstrain itself (`crosstrain_library`,
+        by default `crosstrain==<this version>`): how crosstrain gets onto the cluster says nothing about the
+        job, so upgrading crosstrain does not start a new run of the same job."""
+        view = super().fingerprint_view(request)
+        launcher = _library(self.request_settings(request).crosstrain_library)
+        for call in view:
+            for task in (call.get("body") or {}).get("tasks", ()) if call["url"].endswith("/runs/submit") else ():
+                libraries = task.get("libraries", [])
+                if launcher in libraries:
+                    libraries.remove(launcher)
+        return view
+
     # -- submit, status, cancel, logs (through databricks-sdk) ---------------------------------------------
     def _client(self, host: str, profile: str | None) -> WorkspaceClient:
-        if self.transport is not None:
-            client: WorkspaceClient = self.transport  # a test's client, pointed at a loopback server
-            return client
-        sdk = require("databricks.sdk", "databricks")
-        client = sdk.WorkspaceClient(host=host, profile=profile, product="crosstrain", product_version=__version__)
-        return client
+        if self.client is not None:
+            return self.client
+        from crosstrain.adaptors import databricks as adaptor
+
+        key = (host, profile)
+        if key not in self._clients:  # one per workspace: making one authenticates and probes the host
+            self._clients[key] = adaptor.workspace_client(host, profile=profile, timeout=self.retry.call_timeout)
+        return self._clients[key]
 
     def _handle_client(self, handle: JobHandle) -> WorkspaceClient:
         return self._client(handle.ref["host"], handle.ref.get("profile"))
 
+    def _safe_call(self, fn: Callable[[], T], what: str) -> T:
+        """One SDK call that is safe to repeat (a read, a cancel, an upload), retried as a poll."""
+        from crosstrain.adaptors import databricks as adaptor
+
+        return self.retry.poll(lambda: adaptor.call(fn, what))
+
+    def _read_run(self, w: WorkspaceClient, run_id: int) -> Run:
+        return self._safe_call(partial(w.jobs.get_run, run_id), f"runs/get {run_id}")
+
     def send(self, request: Request) -> JobHandle:
-        settings = request.settings
-        w = self._client(settings["host"], settings.get("profile"))
-        jobs = require("databricks.sdk.service.jobs", "databricks")
-        workspace = require("databricks.sdk.service.workspace", "databricks")
+        from crosstrain.adaptors import databricks as adaptor
+
+        settings = self.request_settings(request)
+        w = self._client(settings.host, settings.profile)
+        jobs, workspace = adaptor.jobs(), adaptor.workspace()
+        # The uploads are safe to repeat: mkdirs of a folder that exists succeeds, and the import path names
+        # the content (identity + sha), so an overwrite writes the same bytes.
         for call in request.calls[:-1]:
             body = call.body
             if call.url.endswith("/workspace/mkdirs"):
-                _sdk_call(partial(w.workspace.mkdirs, body["path"]))
+                self._safe_call(partial(w.workspace.mkdirs, body["path"]), "workspace/mkdirs")
             else:
-                _sdk_call(
-                    partial(
-                        w.workspace.import_,
-                        body["path"],
-                        content=body["content"],
-                        format=workspace.ImportFormat(body["format"]),
-                        overwrite=body["overwrite"],
-                    )
+                upload = partial(
+                    w.workspace.import_,
+                    body["path"],
+                    content=body["content"],
+                    format=workspace.ImportFormat(body["format"]),
+                    overwrite=body["overwrite"],
                 )
+                self._safe_call(upload, "workspace/import")
         body = request.create.body
         convert: dict[str, Callable[[Any], Any]] = {
             "tasks": lambda tasks: [jobs.SubmitTask.from_dict(t) for t in tasks],
             "run_as": jobs.JobRunAs.from_dict,
         }
         kwargs = {key: convert.get(key, lambda v: v)(value) for key, value in body.items()}
-        waiter = _sdk_call(lambda: w.jobs.submit(**kwargs))
+        # Databricks dedupes by the idempotency token (the identity): a retry after an unknown outcome, or a
+        # submit racing another of the same request, gets the run that token started, never a second one.
+        waiter = self.retry.create(
+            lambda: adaptor.call(lambda: w.jobs.submit(**kwargs), "runs/submit"),
+            dedupes=self.capabilities.dedupes_create,
+            identity=request.identity,
+        )
         run_id = int(waiter.run_id)
-        run = _sdk_call(lambda: w.jobs.get_run(run_id))
+        try:
+            run = self._read_run(w, run_id)
+        except SubmitError as error:
+            raise SubmitError(
+                f"run {run_id} was submitted with identity {request.identity}, but reading it back failed: {error}."
+                " Submit the same job again to adopt it (the idempotency token returns this run)",
+                job_may_exist=True,
+            ) from error
+        self.check_same_request(request, _fingerprint_of(run), f"run {run_id} on {settings.host}")
         return JobHandle(
             self.name,
             request.identity,
             str(run_id),
             console_url=run.run_page_url or "",
-            ref={"host": settings["host"], "profile": settings.get("profile"), "run_id": run_id},
+            ref={"host": settings.host, "profile": settings.profile, "run_id": run_id},
+            # runs/submit answers a known token exactly as a new one ({"run_id": N}), and nothing on the run
+            # says which submit started it, so a re-submit that got the existing run cannot be told apart.
+            adopted=False,
         )
 
     def status(self, handle: JobHandle) -> JobStatus:
-        run = _sdk_call(lambda: self._handle_client(handle).jobs.get_run(int(handle.ref["run_id"])))
+        run = self._read_run(self._handle_client(handle), int(handle.ref["run_id"]))
         state = run.state
         life = state.life_cycle_state.value if state and state.life_cycle_state else "UNKNOWN"
         result = state.result_state.value if state and state.result_state else ""
@@ -528,14 +577,15 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         return JobStatus(STATE_MAP.get(life, JobState.UNKNOWN), native, message)
 
     def cancel(self, handle: JobHandle) -> None:
-        _sdk_call(lambda: self._handle_client(handle).jobs.cancel_run(int(handle.ref["run_id"])))
+        run_id = int(handle.ref["run_id"])
+        self._safe_call(partial(self._handle_client(handle).jobs.cancel_run, run_id), f"runs/cancel {run_id}")
 
     def logs(self, handle: JobHandle) -> Iterator[str]:
         """The task run's output: stdout's tail, then the error. `get-output` needs the task run's id."""
         w = self._handle_client(handle)
-        run = _sdk_call(lambda: w.jobs.get_run(int(handle.ref["run_id"])))
+        run = self._read_run(w, int(handle.ref["run_id"]))
         for task_run_id in [task.run_id for task in run.tasks or [] if task.run_id is not None]:
-            output = _sdk_call(partial(w.jobs.get_run_output, task_run_id))
+            output = self._safe_call(partial(w.jobs.get_run_output, task_run_id), f"runs/get-output {task_run_id}")
             yield from (output.logs or "").splitlines()
             if output.logs_truncated:
                 yield "[crosstrain: Databricks kept only the tail of this output]"
@@ -544,12 +594,11 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             yield from (output.error_trace or "").splitlines()
 
 
-def _sdk_call(fn: Callable[[], T]) -> T:
-    """Call the SDK (which already retried what it could) and turn its errors into crosstrain's."""
-    errors = require("databricks.sdk.errors", "databricks")
-    try:
-        return fn()
-    except (errors.TooManyRequests, errors.TemporarilyUnavailable, errors.DeadlineExceeded, TimeoutError) as exc:
-        raise TransientError(f"databricks: {exc}") from exc
-    except errors.DatabricksError as exc:
-        raise SubmitError(f"databricks: {exc}") from exc
+def _fingerprint_of(run: Run) -> str | None:
+    """The fingerprint tag of the run's cluster (None on a run that crosstrain did not make, or made before it
+    recorded fingerprints)."""
+    for task in run.tasks or []:
+        tags = task.new_cluster.custom_tags if task.new_cluster else None
+        if tags and FINGERPRINT_TAG in tags:
+            return str(tags[FINGERPRINT_TAG])
+    return None

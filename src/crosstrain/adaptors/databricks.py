@@ -1,0 +1,156 @@
+"""databricks-sdk: the lazy import, the install hint, the client crosstrain uses, and its errors as crosstrain's.
+
+**One retry policy.** The SDK retries every request by itself, POSTs included, for up to
+`retry_timeout_seconds` (300 s by default): on connection errors, timeouts, 429, 503 and a few error messages.
+Left on, it would hide a failure from crosstrain's `RetryPolicy` (which needs to know whether a create's outcome
+is unknown) and multiply the attempts. `workspace_client` gives the SDK a clock whose `sleep` refuses: the first
+time the SDK would sleep before a retry, `_SdkWouldRetry` stops it, and `call` maps the error the SDK was about
+to retry (kept as the marker's `__context__`). So every HTTP request is made exactly once per attempt of
+`RetryPolicy`, and each has the client timeout `http_timeout_seconds` (the policy's `call_timeout`).
+
+**Errors.** A `DatabricksError` does not keep its HTTP status, but its class says it: the SDK maps each status
+to one class (`STATUS_CODE_MAPPING`; an `error_code` may pick a subclass, e.g. `RequestLimitExceeded` is a
+`TooManyRequests`), so the status is that of the nearest mapped class in the error's MRO, and
+`crosstrain.adaptors.http.error_for_status` maps it like every other platform's. An error of no mapped class
+(a status the SDK has no class for, such as 502 or 408) with a `retry_after_secs` was a 429 or 503 (the SDK
+sets it only on those); without one, its status is unknown and so is the outcome (retried, looked at first).
+Connection failures and timeouts (requests' errors) go through `connection_error`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from crosstrain.adaptors import require
+from crosstrain.adaptors.http import connection_error, error_for_status
+from crosstrain.errors import SubmitError, TransientError
+
+if TYPE_CHECKING:
+    from databricks.sdk import WorkspaceClient
+
+T = TypeVar("T")
+
+EXTRA = "databricks"
+
+
+def sdk() -> Any:
+    """`databricks.sdk`, or a `MissingDependency` that says `pip install 'crosstrain[databricks]'`."""
+    return require("databricks.sdk", EXTRA)
+
+
+def jobs() -> Any:
+    """`databricks.sdk.service.jobs` (request classes and the run state enums)."""
+    return require("databricks.sdk.service.jobs", EXTRA)
+
+
+def workspace() -> Any:
+    """`databricks.sdk.service.workspace` (`ImportFormat`)."""
+    return require("databricks.sdk.service.workspace", EXTRA)
+
+
+class _SdkWouldRetry(Exception):
+    """Raised from the SDK's retry loop instead of its sleep; `__context__` is the error it would have retried."""
+
+
+def workspace_client(
+    host: str | None,
+    *,
+    timeout: float,
+    profile: str | None = None,
+    token: str | None = None,
+) -> WorkspaceClient:
+    """A `WorkspaceClient` whose own retries are off and whose every request times out after `timeout` seconds.
+
+    Authentication is Databricks unified auth (environment, `~/.databrickscfg` `profile`, OAuth); `token` is
+    for tests and benchmarks that talk to a loopback workspace.
+    """
+    sdk()
+    from databricks.sdk import WorkspaceClient
+    from databricks.sdk.clock import Clock, RealClock
+    from databricks.sdk.config import Config
+
+    from crosstrain import __version__
+
+    class NoRetries(Clock):
+        """The SDK's clock, except that it never sleeps before a retry: it stops the retry instead."""
+
+        def __init__(self) -> None:
+            self.real = RealClock()
+
+        def time(self) -> float:
+            return self.real.time()
+
+        def sleep(self, seconds: float) -> None:
+            raise _SdkWouldRetry()
+
+    try:
+        config = Config(
+            host=host,
+            profile=profile,
+            token=token,
+            product="crosstrain",
+            product_version=__version__,
+            clock=NoRetries(),
+            # Bounds the SDK's host-metadata probe at construction (it builds its own retrying client).
+            retry_timeout_seconds=max(1, math.ceil(timeout)),
+            http_timeout_seconds=timeout,
+        )
+    except ValueError as exc:  # no credentials, an unknown profile, a bad host
+        raise SubmitError(
+            f"databricks: cannot set up a client for {host or 'the default workspace'}: {exc}. Set DATABRICKS_HOST "
+            "and DATABRICKS_TOKEN (or another unified-auth method), or a `profile` from ~/.databrickscfg"
+        ) from exc
+    return WorkspaceClient(config=config)
+
+
+def status_of(error: BaseException) -> int | None:
+    """The HTTP status a `DatabricksError` stands for, from the SDK's own status -> class mapping."""
+    from databricks.sdk.errors.platform import STATUS_CODE_MAPPING
+
+    by_class = {cls: status for status, cls in STATUS_CODE_MAPPING.items()}
+    for cls in type(error).__mro__:
+        if cls in by_class:
+            return by_class[cls]
+    return None
+
+
+def translate(error: BaseException, what: str) -> SubmitError | None:
+    """An error from an SDK call as crosstrain's: refused (retry), outcome unknown (look first) or final; None
+    for an error that is not the SDK's or the network's (a bug, which is raised as it is)."""
+    from databricks.sdk.errors.base import DatabricksError
+
+    if isinstance(error, _SdkWouldRetry) and error.__context__ is not None:
+        error = error.__context__
+    if isinstance(error, TimeoutError) and isinstance(error.__cause__, Exception):
+        error = error.__cause__  # an injected client's own retries gave up: the last error says what happened
+    if isinstance(error, SubmitError):
+        return error
+    if isinstance(error, DatabricksError):
+        code = f" [{error.error_code}]" if error.error_code else ""
+        message = f"databricks: {what}: {error}{code}"
+        status = status_of(error)
+        retry_after = str(error.retry_after_secs) if error.retry_after_secs is not None else None
+        if status is not None:
+            mapped = error_for_status(status, f"{message} (HTTP {status})", retry_after)
+            return mapped if mapped is not None else SubmitError(message)
+        if error.retry_after_secs is not None:  # the SDK sets it on 429 and 503 only
+            return TransientError(message, accepted=False, retry_after=float(error.retry_after_secs))
+        return TransientError(f"{message} (an HTTP status the SDK has no class for)", accepted=None)
+    if isinstance(error, OSError):  # requests' ConnectionError and Timeout (DatabricksError is an OSError too)
+        return connection_error(error, f"databricks: {what}")
+    if isinstance(error, TimeoutError):
+        return TransientError(f"databricks: {what}: {error}", accepted=None)
+    return None
+
+
+def call(fn: Callable[[], T], what: str) -> T:
+    """Make one SDK call; its failure as crosstrain's error (`what` names the call in the message)."""
+    try:
+        return fn()
+    except Exception as error:
+        mapped = translate(error, what)
+        if mapped is None or mapped is error:
+            raise
+        raise mapped from error
