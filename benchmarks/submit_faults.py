@@ -46,7 +46,7 @@ PLATFORMS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
     "azureml": ("tests.backends.azureml_cloud:AzureMLPlatform", {}, ("refuse", "rate-limit", "error", "drop")),
     "databricks": (
         "tests.backends.databricks_workspace:DatabricksPlatform",
-        {"image": None, "command": ["python", "train.py"], "primary": {"machine": "A10G:4"}},
+        {},
         ("refuse", "rate-limit", "error", "drop", "slow"),
     ),
 }

@@ -232,23 +232,12 @@ def platform(clean_env: None) -> Iterator[DatabricksPlatform]:
 
 class TestDatabricksSends(SendConformance):
     target = "databricks"
-    #: Needed in conformance.py (not there yet): runs/submit answers a known token exactly as a new one, so
-    #: send cannot tell an adopted run from a new one (see DatabricksBackend.send).
-    reports_adoption: ClassVar[bool] = False
+    reports_adoption = False  # runs/submit answers a known token exactly as a new one
 
     @pytest.fixture
     def platform(self, clean_env: None) -> Iterator[LoopbackPlatform]:
         with DatabricksPlatform() as running:
             yield running
-
-    def test_an_identical_resubmit_adopts_the_job(self, platform: LoopbackPlatform) -> None:
-        """As the shared test with `reports_adoption = False`: the same run, `adopted` never claimed."""
-        request, first = self.submit(platform)
-        _, second = self.submit(platform)
-        assert second.job_id == first.job_id
-        assert not first.adopted
-        assert not second.adopted
-        self.assert_one_job(platform, request, first)
 
 
 def sent(workspace: DatabricksWorkspace) -> list[tuple[str, str, Any]]:
@@ -450,3 +439,13 @@ def test_every_example_renders_or_is_refused_with_reasons(example: Path, monkeyp
     except Unsupported as refused:
         problems = refused.problems
     assert all(p.path and p.fix for p in problems)
+
+
+def test_a_run_whose_cluster_is_not_reported_is_adopted_unchecked(platform: DatabricksPlatform) -> None:
+    backend = platform.backend()
+    request = backend.render(job_from_dict(BASE_JOB), platform.settings)
+    first = backend.send(request)
+    for run in platform.workspace.runs.values():
+        for task in run.get("tasks", []):
+            task.pop("new_cluster", None)
+    assert backend.send(request).job_id == first.job_id

@@ -550,7 +550,9 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                 " Submit the same job again to adopt it (the idempotency token returns this run)",
                 job_may_exist=True,
             ) from error
-        self.check_same_request(request, _fingerprint_of(run), f"run {run_id} on {settings.host}")
+        tags = _cluster_tags(run)
+        if tags is not None:  # a workspace that does not report the run's cluster leaves nothing to compare
+            self.check_same_request(request, tags.get(FINGERPRINT_TAG), f"run {run_id} on {settings.host}")
         return JobHandle(
             self.name,
             request.identity,
@@ -594,11 +596,10 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             yield from (output.error_trace or "").splitlines()
 
 
-def _fingerprint_of(run: Run) -> str | None:
-    """The fingerprint tag of the run's cluster (None on a run that crosstrain did not make, or made before it
-    recorded fingerprints)."""
-    for task in run.tasks or []:
-        tags = task.new_cluster.custom_tags if task.new_cluster else None
-        if tags and FINGERPRINT_TAG in tags:
-            return str(tags[FINGERPRINT_TAG])
-    return None
+def _cluster_tags(run: Run) -> dict[str, str] | None:
+    """The custom tags of the run's cluster ({} on a run that crosstrain did not make, or made before it recorded
+    fingerprints), or None where the workspace reports no task's cluster."""
+    clusters = [task.new_cluster for task in run.tasks or [] if task.new_cluster is not None]
+    if not clusters:
+        return None
+    return {str(k): str(v) for cluster in clusters for k, v in (cluster.custom_tags or {}).items()}
