@@ -8,27 +8,38 @@ the diff like code.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 import pytest
 import yaml
 
+from crosstrain.adaptors import gapic
 from crosstrain.backends import create_backend
-from crosstrain.backends._google import IDENTITY_LABEL
-from crosstrain.backends.base import JobState, Request, launcher_command
+from crosstrain.backends._google import FINGERPRINT_LABEL, IDENTITY_LABEL
+from crosstrain.backends.base import JobHandle, JobState, Request, launcher_command
 from crosstrain.backends.vertex import VertexBackend, egress_gbps, reduction_server_image
-from crosstrain.errors import JobFailed, SpecError, SubmitError, TransientError, Unsupported
+from crosstrain.errors import IdentityConflict, JobFailed, SpecError, SubmitError, TransientError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.retry import RetryPolicy
-from crosstrain.testing.conformance import BASE_JOB, BackendConformance, merge
+from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
+from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 from tests.backends.discovery import assert_conforms
-from tests.backends.vertex_server import VertexJobService, client, serving
+from tests.backends.vertex_server import VertexPlatform, loopback_client
 from tests.conftest import EXAMPLES, ROOT
+
+if TYPE_CHECKING:
+    from google.cloud.aiplatform_v1 import JobServiceClient
 
 SETTINGS = {"project": "my-project", "region": "us-central1"}
 GOLDEN = Path(__file__).parent / "golden" / "vertex"
@@ -197,7 +208,8 @@ def _as_proto_dicts(pools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Both sides through the API's WorkerPoolSpec message, so snake_case vs camelCase and ints vs int64
     strings compare as the API sees them."""
     from google.cloud.aiplatform_v1.types import WorkerPoolSpec
-    from google.protobuf import json_format
+
+    json_format: Any = importlib.import_module("google.protobuf.json_format")  # protobuf ships no types
 
     out = []
     for pool in pools:
@@ -236,7 +248,8 @@ def test_the_sdk_falls_back_to_no_reducer_machine_where_we_default_to_n1_highcpu
     from google.cloud.aiplatform.utils.worker_spec_utils import _DistributedTrainingSpec
 
     sdk = _DistributedTrainingSpec.chief_worker_pool(replica_count=2, reduction_server_replica_count=2).pool_specs
-    assert sdk[2]["machine_spec"]["machine_type"] is None  # the server would reject it
+    reducers: Any = sdk[2]
+    assert reducers["machine_spec"]["machine_type"] is None  # the server would reject it
     ours = pools_of(job(reduction_server={"replicas": 2}, primary={"machine": "V100:1"}, workers={"replicas": 1}))
     assert ours[2]["machineSpec"] == {"machineType": "n1-highcpu-16"}
 
@@ -247,7 +260,7 @@ def test_body_uses_the_apis_json_encoding_and_pool_positions() -> None:
     body = request.create.body
     spec = body["jobSpec"]
     assert body["displayName"] == "conformance-job"
-    assert body["labels"] == {IDENTITY_LABEL: request.identity, "team": "ml"}
+    assert body["labels"] == {FINGERPRINT_LABEL: request.fingerprint, IDENTITY_LABEL: request.identity, "team": "ml"}
     assert [p["replicaCount"] for p in spec["workerPoolSpecs"]] == ["1", "2"]
     assert spec["workerPoolSpecs"][0]["machineSpec"] == {
         "machineType": "n1-standard-32",
@@ -428,7 +441,8 @@ def test_gcloud_config_file_carries_what_flags_cannot() -> None:
     config = text.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
     assert yaml.safe_load(config) == request.create.body["jobSpec"]
     assert f"--config={request.identity}.vertex.yaml" in text
-    assert f"--labels={IDENTITY_LABEL}={request.identity},team=ml" in text
+    labels = f"--labels={FINGERPRINT_LABEL}={request.fingerprint},{IDENTITY_LABEL}={request.identity},team=ml"
+    assert labels in text
     assert "--worker-pool-spec" not in text
 
 
@@ -468,11 +482,28 @@ def test_importing_the_module_imports_no_google_package() -> None:
     assert done.stdout.strip() == "[]"
 
 
-# -- submission against the loopback job service -------------------------------------------------------------
-def submit(service: VertexJobService, endpoint: str, spec: Any = None) -> tuple[VertexBackend, Any, list[float]]:
-    sleeps: list[float] = []
-    backend = VertexBackend(transport=client(endpoint), retry=RetryPolicy(sleep=sleeps.append), environ={})
-    return backend, backend.submit(spec or job(), SETTINGS), sleeps
+# -- the send side: the shared suite against the loopback job service -------------------------------------
+class TestVertexSends(SendConformance):
+    target = "vertex"
+
+    @pytest.fixture
+    def platform(self) -> Iterator[LoopbackPlatform]:
+        with VertexPlatform() as platform:
+            yield platform
+
+
+@pytest.fixture
+def vertex() -> Iterator[VertexPlatform]:
+    with VertexPlatform() as platform:
+        yield platform
+
+
+def submit(platform: VertexPlatform, spec: Any = None, backend: VertexBackend | None = None) -> JobHandle:
+    return (backend or platform.backend()).submit(spec or job(), dict(platform.settings))
+
+
+def creates(platform: VertexPlatform) -> int:
+    return sum(1 for call in platform.service.received if call.method == "POST" and call.path.endswith("/customJobs"))
 
 
 def _as_job(body: dict[str, Any]) -> Any:
@@ -481,86 +512,405 @@ def _as_job(body: dict[str, Any]) -> Any:
     return CustomJob.from_json(json.dumps(body))
 
 
-def test_the_client_sends_the_rendered_request_and_the_job_runs_to_success() -> None:
-    service = VertexJobService()
-    with serving(service) as endpoint:
-        backend, handle, _ = submit(service, endpoint)
-        request = render()
-        (find, create) = request.calls
-        sent = [(method, path) for method, path, _, _ in service.received]
-        assert sent == [("GET", urlpath(find.url)), ("POST", urlpath(create.url))]
-        assert service.received[0][2]["filter"] == [f'labels.{IDENTITY_LABEL}="{request.identity}"']
-        # The REST transport sends enums as numbers: compare as the API reads them.
-        assert _as_job(service.received[1][3]) == _as_job(create.body)
-        assert (handle.identity, handle.job_id, handle.adopted) == (request.identity, "1000", False)
-        assert backend.status(handle).state is JobState.RUNNING  # the service moves on at each poll
-        assert backend.wait(handle, poll_interval=0).state is JobState.SUCCEEDED
-        lines = list(backend.logs(handle))
+def test_the_client_sends_the_rendered_request_and_the_job_runs_to_success(vertex: VertexPlatform) -> None:
+    backend = vertex.backend()
+    handle = submit(vertex, backend=backend)
+    request = render()
+    (find, create) = request.calls
+    sent = [(call.method, call.path) for call in vertex.service.received]
+    # Look for the identity, create, then list the identity again to keep the earliest job.
+    assert sent == [("GET", urlpath(find.url)), ("POST", urlpath(create.url)), ("GET", urlpath(find.url))]
+    assert vertex.service.received[0].query["filter"] == f'labels.{IDENTITY_LABEL}="{request.identity}"'
+    # The REST transport sends enums as numbers: compare as the API reads them.
+    assert _as_job(vertex.service.received[1].body) == _as_job(create.body)
+    assert vertex.service.received[1].body["labels"][FINGERPRINT_LABEL] == request.fingerprint
+    assert (handle.identity, handle.job_id, handle.adopted) == (request.identity, "1000", False)
+    assert backend.status(handle).state is JobState.RUNNING  # the service moves on at each poll
+    assert backend.wait(handle, poll_interval=0).state is JobState.SUCCEEDED
+    lines = list(backend.logs(handle))
     assert 'resource.labels.job_id="1000"' in lines[0]
     assert handle.console_url in lines[2]
 
 
 def urlpath(url: str) -> str:
-    from urllib.parse import urlparse
-
     return urlparse(url).path
 
 
 @pytest.mark.parametrize(
-    ("faults", "creates", "min_sleep"),
+    ("faults", "created", "min_sleep"),
     [
         ({"create": ["refuse"]}, 2, 0.0),  # 503 before accept: nothing made, the create is sent again
         ({"create": ["drop"]}, 1, 0.0),  # accepted, answer lost: the label lookup finds it, no second create
-        ({"create": ["rate-limit"]}, 2, 2.0),  # 429: wait at least Retry-After, then send again
+        ({"create": ["slow"]}, 1, 0.0),  # accepted, answer after the client's timeout: found, not sent again
+        ({"create": ["rate-limit"]}, 2, 1.0),  # 429: wait at least Retry-After, then send again
+        ({"create": ["error"]}, 2, 0.0),  # 500, nothing made: looked for through the settle window, sent again
         ({"get": ["error", "error"]}, 1, 0.0),  # 500 on a poll: polled again
-        ({"create": ["refuse", "drop"], "list": ["refuse"], "get": ["error"]}, 2, 0.0),
+        ({"create": ["refuse", "drop"], "find": ["refuse", "drop"], "get": ["error"]}, 2, 0.0),
     ],
 )
 def test_faults_end_with_exactly_one_job_in_the_right_state(
-    faults: dict[str, list[str]], creates: int, min_sleep: float
+    vertex: VertexPlatform, faults: dict[str, list[str]], created: int, min_sleep: float
 ) -> None:
-    service = VertexJobService(faults=faults)
-    with serving(service) as endpoint:
-        backend, handle, sleeps = submit(service, endpoint)
-        assert backend.wait(handle, poll_interval=0).state is JobState.SUCCEEDED
-    assert len(service.jobs) == 1
-    assert sum(1 for method, path, _, _ in service.received if method == "POST") == creates
+    for operation, scripted in faults.items():
+        vertex.service.inject(operation, *scripted)
+    backend = vertex.backend()
+    handle = submit(vertex, backend=backend)
+    assert backend.wait(handle, poll_interval=0).state is JobState.SUCCEEDED
+    assert len(vertex.service.jobs) == 1
+    assert creates(vertex) == created
     assert handle.job_id == "1000"
-    assert max(sleeps, default=0.0) >= min_sleep
+    assert max(vertex.sleeps, default=0.0) >= min_sleep
 
 
-def test_a_repeated_submit_adopts_the_first_job() -> None:
-    service = VertexJobService()
-    with serving(service) as endpoint:
-        _, first, _ = submit(service, endpoint)
-        _, second, _ = submit(service, endpoint)
-        _, third, _ = submit(service, endpoint, job(run_id="again"))
+def test_a_late_create_is_found_in_the_settle_window_and_not_made_again() -> None:
+    """The service answers 504 and creates the job a second later: submit keeps looking for the label for
+    `settle` seconds before creating again, so it finds that job and makes no second one."""
+    with VertexPlatform(late_seconds=1.0) as platform:
+        platform.inject("create", "late")
+        started = time.monotonic()
+        policy = RetryPolicy(call_timeout=2.0, settle=4.0, look_interval=0.2, initial=0.1, jitter=0.0)
+        request = platform.backend().render(job(), dict(platform.settings))
+        handle = platform.backend(retry=policy).send(request)
+        assert 0.9 < time.monotonic() - started < 4.0
+        platform.settle()
+        assert platform.live_jobs(request.identity) == [handle.job_id]
+        assert creates(platform) == 1
+
+
+def test_a_job_created_after_the_settle_window_is_cancelled_by_the_next_submit() -> None:
+    """Past the window a second create is sent; the late job then shows up as a later duplicate, and the next
+    submit of the same request keeps the earliest and cancels it."""
+    with VertexPlatform(late_seconds=1.5, settle=0.1) as platform:
+        platform.inject("create", "late")
+        request = platform.backend().render(job(), dict(platform.settings))
+        first = platform.backend().send(request)
+        platform.settle()
+        assert len(platform.live_jobs(request.identity)) == 2
+        again = platform.backend().send(request)
+        assert again.job_id == first.job_id
+        assert again.adopted
+        assert platform.live_jobs(request.identity) == [first.job_id]
+
+
+class RacingClient:
+    """A job service client factory whose creates wait for each other, so that every submitter has looked
+    (and found nothing) before any creates: the race that makes duplicates."""
+
+    def __init__(self, platform: VertexPlatform, parties: int) -> None:
+        self.platform, self.barrier = platform, threading.Barrier(parties, timeout=10)
+
+    def __call__(self, endpoint: str) -> JobServiceClient:
+        from google.api_core.client_options import ClientOptions
+        from google.cloud.aiplatform_v1 import CustomJob, JobServiceClient
+
+        barrier = self.barrier
+
+        class Racing(JobServiceClient):
+            def create_custom_job(self, *args: Any, **kwargs: Any) -> CustomJob:
+                barrier.wait()
+                return super().create_custom_job(*args, **kwargs)
+
+        options = ClientOptions(api_endpoint=self.platform.url)
+        return Racing(credentials=gapic.anonymous_credentials(), transport="rest", client_options=options)
+
+
+def race(platform: VertexPlatform, requests: list[Request]) -> list[JobHandle | BaseException]:
+    factory = RacingClient(platform, len(requests))
+    results: list[JobHandle | BaseException] = [ValueError("not run")] * len(requests)
+
+    def run(index: int) -> None:
+        backend = VertexBackend(client_factory=factory, retry=platform.retry_policy(), environ={})
+        try:
+            results[index] = backend.send(requests[index])
+        except BaseException as error:  # the test looks at it
+            results[index] = error
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_concurrent_submits_of_one_request_all_return_the_earliest_and_cancel_the_rest(vertex: VertexPlatform) -> None:
+    request = vertex.backend().render(job(), dict(vertex.settings))
+    results = race(vertex, [request] * 3)
+    handles = [result for result in results if isinstance(result, JobHandle)]
+    assert len(handles) == 3, results
+    jobs = vertex.service.with_identity(request.identity)
+    assert len(jobs) == 3  # every submitter created one
+    earliest = jobs[0]["name"].rsplit("/", 1)[1]
+    assert {handle.job_id for handle in handles} == {earliest}
+    assert vertex.live_jobs(request.identity) == [earliest]
+    assert [job["state"] for job in jobs[1:]] == ["JOB_STATE_CANCELLING"] * 2
+    assert sorted(handle.adopted for handle in handles) == [False, True, True]
+
+
+def test_concurrent_submits_of_different_requests_under_one_run_id_leave_one_job(vertex: VertexPlatform) -> None:
+    backend = vertex.backend()
+    first = backend.render(job(run_id="shared"), dict(vertex.settings))
+    second = backend.render(job(run_id="shared", args=["--epochs", "40"]), dict(vertex.settings))
+    assert first.identity == second.identity
+    assert first.fingerprint != second.fingerprint
+    results = race(vertex, [first, second])
+    handles = [result for result in results if isinstance(result, JobHandle)]
+    conflicts = [result for result in results if isinstance(result, IdentityConflict)]
+    assert (len(handles), len(conflicts)) == (1, 1), results
+    jobs = vertex.service.with_identity(first.identity)
+    assert len(jobs) == 2
+    assert vertex.live_jobs(first.identity) == [handles[0].job_id] == [jobs[0]["name"].rsplit("/", 1)[1]]
+    assert jobs[1]["state"] == "JOB_STATE_CANCELLING"
+    assert "was cancelled" in str(conflicts[0])
+    assert "cancel the old job" in str(conflicts[0])
+
+
+def test_a_repeated_submit_adopts_the_first_job(vertex: VertexPlatform) -> None:
+    first = submit(vertex)
+    second = submit(vertex)
+    third = submit(vertex, job(run_id="again"))
     assert (first.adopted, second.adopted, third.adopted) == (False, True, False)
     assert first == second != third
-    assert len(service.jobs) == 2
+    assert len(vertex.service.jobs) == 2
+
+
+def test_a_cancelled_job_frees_its_identity(vertex: VertexPlatform) -> None:
+    backend = vertex.backend()
+    request = backend.render(job(run_id="fixed"), dict(vertex.settings))
+    first = backend.send(request)
+    backend.cancel(first)
+    # Another request under the same run id is refused while the first job holds it, not once it is cancelled.
+    changed = backend.render(job(run_id="fixed", args=["--epochs", "40"]), dict(vertex.settings))
+    second = backend.send(changed)
+    assert second.job_id != first.job_id
+    assert not second.adopted
+    assert vertex.live_jobs(request.identity) == [second.job_id]
+
+
+def test_a_job_without_the_fingerprint_label_is_not_adopted(vertex: VertexPlatform) -> None:
+    request = vertex.backend().render(job(), dict(vertex.settings))
+    older = dict(request.create.body, labels={IDENTITY_LABEL: request.identity})  # made by an older crosstrain
+    with vertex.service.lock:
+        vertex.service.create("projects/my-project/locations/us-central1", older)
+    with pytest.raises(IdentityConflict, match="missing") as refused:
+        vertex.backend().send(request)
+    assert "cancel the old job" in str(refused.value)
+    assert creates(vertex) == 0
+
+
+def test_the_lookup_reads_every_page(vertex: VertexPlatform) -> None:
+    vertex.service.page_size = 1
+    first = submit(vertex)
+    for run in ("a", "b"):  # other jobs with other identities fill the first pages
+        submit(vertex, job(run_id=run))
+    vertex.service.page_size = 1
+    again = submit(vertex)
+    assert again.job_id == first.job_id
+    assert again.adopted
+
+
+def test_every_call_has_a_client_timeout_and_no_gapic_retry(vertex: VertexPlatform) -> None:
+    seen: list[tuple[str, Any, Any]] = []
+
+    def recording(endpoint: str) -> JobServiceClient:
+        client = vertex.client(endpoint)
+        for method in ("list_custom_jobs", "create_custom_job", "get_custom_job", "cancel_custom_job"):
+            original = getattr(client, method)
+
+            def record(*args: Any, _method: str = method, _original: Any = original, **kwargs: Any) -> Any:
+                seen.append((_method, kwargs.get("timeout"), kwargs.get("retry", "default")))
+                return _original(*args, **kwargs)
+
+            setattr(client, method, record)
+        return client
+
+    policy = dataclasses.replace(vertex.retry_policy(), call_timeout=7.5)
+    backend = VertexBackend(client_factory=recording, retry=policy, environ={})
+    handle = submit(vertex, backend=backend)
+    backend.status(handle)
+    backend.cancel(handle)
+    assert {method for method, _, _ in seen} == {
+        "list_custom_jobs",
+        "create_custom_job",
+        "get_custom_job",
+        "cancel_custom_job",
+    }
+    assert all((timeout, retry) == (7.5, None) for _, timeout, retry in seen), seen
 
 
 def test_cancel_and_failure_states() -> None:
-    service = VertexJobService(plan=("JOB_STATE_QUEUED", "JOB_STATE_RUNNING", "JOB_STATE_RUNNING"))
-    with serving(service) as endpoint:
-        backend, handle, _ = submit(service, endpoint)
+    with VertexPlatform(plan=("JOB_STATE_QUEUED", "JOB_STATE_RUNNING", "JOB_STATE_RUNNING")) as platform:
+        backend = platform.backend()
+        handle = submit(platform, backend=backend)
         assert backend.status(handle).state is JobState.RUNNING
         backend.cancel(handle)
         assert backend.status(handle).state is JobState.CANCELLED
         with pytest.raises(JobFailed, match="CANCELLED"):
             backend.wait(handle, poll_interval=0)
+        backend.cancel(handle)  # an ended job is left as it is
 
-    service = VertexJobService(plan=("JOB_STATE_PENDING", "JOB_STATE_FAILED"))
-    with serving(service) as endpoint:
-        backend, handle, _ = submit(service, endpoint)
+    with VertexPlatform(plan=("JOB_STATE_PENDING", "JOB_STATE_FAILED")) as platform:
+        backend = platform.backend()
+        handle = submit(platform, backend=backend)
         with pytest.raises(JobFailed, match="JOB_STATE_FAILED"):
             backend.wait(handle, poll_interval=0)
 
 
-def test_a_permanent_error_is_not_retried() -> None:
-    service = VertexJobService(faults={"create": ["invalid"]})
-    with serving(service) as endpoint, pytest.raises(SubmitError, match="400") as refused:
-        submit(service, endpoint)
+def test_a_failed_check_for_duplicates_after_the_create_says_the_job_exists(vertex: VertexPlatform) -> None:
+    from google.api_core.client_options import ClientOptions
+    from google.cloud.aiplatform_v1 import CustomJob, JobServiceClient
+
+    service = vertex.service
+
+    class RefusedAfterCreate(JobServiceClient):
+        def create_custom_job(self, *args: Any, **kwargs: Any) -> CustomJob:
+            created = super().create_custom_job(*args, **kwargs)
+            service.inject("find", "invalid")  # the list after the create is refused
+            return created
+
+    def factory(endpoint: str) -> JobServiceClient:
+        options = ClientOptions(api_endpoint=vertex.url)
+        return RefusedAfterCreate(credentials=gapic.anonymous_credentials(), transport="rest", client_options=options)
+
+    backend = VertexBackend(client_factory=factory, retry=vertex.retry_policy(), environ={})
+    with pytest.raises(SubmitError, match="was created") as failed:
+        submit(vertex, backend=backend)
+    assert failed.value.job_may_exist
+    assert "submit again" in str(failed.value)
+    again = submit(vertex)
+    assert again.adopted
+    assert [again.job_id] == [name.rsplit("/", 1)[1] for name in service.jobs]
+
+
+def test_a_running_job_that_cannot_be_cancelled_says_why(vertex: VertexPlatform) -> None:
+    backend = vertex.backend()
+    handle = submit(vertex, backend=backend)
+    vertex.service.inject("cancel", "invalid")
+    with pytest.raises(SubmitError, match="400"):
+        backend.cancel(handle)
+    backend.cancel(handle)
+    assert backend.status(handle).state is JobState.CANCELLED
+
+
+def test_a_permanent_error_is_not_retried(vertex: VertexPlatform) -> None:
+    vertex.service.inject("create", "invalid")
+    with pytest.raises(SubmitError, match="400") as refused:
+        submit(vertex)
     assert not isinstance(refused.value, TransientError)
-    assert sum(1 for method, _, _, _ in service.received if method == "POST") == 1
-    assert len(service.jobs) == 0
+    assert creates(vertex) == 1
+    assert len(vertex.service.jobs) == 0
+
+
+def test_an_edited_body_that_is_not_a_custom_job_is_refused_before_sending(vertex: VertexPlatform) -> None:
+    request = vertex.backend().render(job(), dict(vertex.settings))
+    calls = (*request.calls[:-1], dataclasses.replace(request.create, body={**request.create.body, "jobSpek": {}}))
+    with pytest.raises(SubmitError, match="not a Vertex AI CustomJob"):
+        vertex.backend().send(dataclasses.replace(request, calls=calls))
+    assert vertex.service.received == []
+
+
+# -- the adaptor: google-api-core, google-auth and requests errors as crosstrain's three kinds ----------------
+class StatusService(LoopbackService):
+    """Answers every call with one HTTP status, in Google's error envelope, and a Retry-After."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__()
+        self.status = status
+
+    def operation(self, call: Call) -> str:
+        return "any"
+
+    def answer(self, call: Call) -> Reply:
+        body = {"error": {"code": self.status, "message": "told so", "status": "WHATEVER"}}
+        return Reply(self.status, body, {"Retry-After": "3"})
+
+
+def _api_error(status: int) -> SubmitError | None:
+    """What the real GAPIC client raises for `status`, through the adaptor."""
+    with serving(StatusService(status)) as url:
+        client = loopback_client(url)
+        try:
+            with gapic.calling("get"):
+                client.get_custom_job(name="projects/p/locations/l/customJobs/1", retry=None, timeout=5)
+        except SubmitError as error:
+            return error
+    return None
+
+
+@pytest.mark.parametrize(
+    ("status", "accepted"),
+    [(408, None), (429, False), (500, None), (502, None), (503, False), (504, None)],
+)
+def test_api_errors_map_by_their_http_status(status: int, accepted: bool | None) -> None:
+    mapped = _api_error(status)
+    assert isinstance(mapped, TransientError)
+    assert isinstance(mapped.__cause__, Exception)
+    assert type(mapped.__cause__).__module__ == "google.api_core.exceptions"
+    assert (mapped.accepted, mapped.retry_after) == (accepted, 3.0)
+    assert "told so" in str(mapped)
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 409])
+def test_other_api_errors_are_final(status: int) -> None:
+    mapped = _api_error(status)
+    assert isinstance(mapped, SubmitError)
+    assert not isinstance(mapped, TransientError)
+
+
+def test_connection_failures_map_by_whether_the_request_was_sent() -> None:
+    import requests
+    import urllib3.exceptions
+
+    pool = urllib3.HTTPConnectionPool("127.0.0.1", 9)
+    never = urllib3.exceptions.NewConnectionError(urllib3.connection.HTTPConnection("127.0.0.1", 9), "refused")
+    refused = requests.ConnectionError(urllib3.exceptions.MaxRetryError(pool, "/", never))
+    connect_timeout = requests.ConnectTimeout(
+        urllib3.exceptions.MaxRetryError(pool, "/", urllib3.exceptions.ConnectTimeoutError("slow"))
+    )
+    dropped = requests.ConnectionError(urllib3.exceptions.ProtocolError("Connection aborted."))
+    read_timeout = requests.ReadTimeout("read timed out")
+    outcomes = {}
+    for name, error in (
+        ("refused", refused),
+        ("connect", connect_timeout),
+        ("dropped", dropped),
+        ("read", read_timeout),
+    ):
+        mapped = gapic.translate(error, "create")
+        assert isinstance(mapped, TransientError), name
+        outcomes[name] = mapped.accepted
+    assert outcomes == {"refused": False, "connect": False, "dropped": None, "read": None}
+
+
+def test_credential_errors_are_final_and_say_how_to_log_in() -> None:
+    auth: Any = importlib.import_module("google.auth.exceptions")  # its constructors are untyped
+
+    for error in (auth.DefaultCredentialsError("no ADC"), auth.RefreshError("token expired")):
+        mapped = gapic.translate(error, "create")
+        assert isinstance(mapped, SubmitError)
+        assert not isinstance(mapped, TransientError)
+        assert "gcloud auth application-default login" in str(mapped)
+    token = gapic.translate(auth.TransportError("token endpoint unreachable"), "create")
+    assert isinstance(token, TransientError)
+    assert token.accepted is False
+
+
+def test_other_errors_pass_through() -> None:
+    assert gapic.translate(KeyError("x"), "create") is None
+
+
+def test_a_closed_port_is_a_refusal_and_the_create_is_retried() -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    backend = VertexBackend(
+        client_factory=lambda endpoint: loopback_client(f"http://127.0.0.1:{port}"),
+        retry=RetryPolicy(attempts=2, call_timeout=1.0, sleep=lambda seconds: None),
+        environ={},
+    )
+    with pytest.raises(TransientError, match="could not connect") as refused:
+        backend.submit(job(), SETTINGS)
+    assert refused.value.accepted is False
+    assert not refused.value.job_may_exist

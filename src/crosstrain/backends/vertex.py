@@ -2,8 +2,12 @@
 
 Render builds the `customJobs.create` call in the API's own JSON encoding (camelCase, int64 as strings,
 durations as `"<seconds>s"`, enums by name). Vertex has no idempotency key, so the render-time identity goes
-into a label (`crosstrain-id`); submit lists jobs by that label before the first create and before retrying a
-create whose outcome is unknown, and adopts the job it finds instead of making a second one.
+into a label (`crosstrain-id`) and the request's fingerprint into another (`crosstrain-fp`). Submit lists jobs
+by the identity label first and adopts the earliest live one if its fingerprint is this request's (cancelled
+jobs do not count: cancelling frees the identity). After a create whose outcome is unknown it looks for the label
+for a settling window before creating again. After every create it lists the label again, keeps the earliest
+job (creation time, then name) and cancels the others, so concurrent submitters all return the same job.
+Every call goes through `crosstrain.adaptors.gapic`, with a client timeout and no GAPIC retry of its own.
 
 Pool positions are Vertex's: [0] primary (one replica), [1] workers, [2] reduction server or parameter
 servers, [3] evaluators; a skipped pool before a used one is `{}`, trailing empty pools are left out.
@@ -12,7 +16,6 @@ Sources: ../shared/reference/google.md sections 1, 2 and 5.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import re
@@ -25,12 +28,20 @@ from urllib.parse import quote, urlencode, urlparse
 from pydantic import field_validator
 
 from crosstrain import catalog
-from crosstrain.backends._google import IDENTITY_LABEL, label_problems, labels, launch_problems, node_command
+from crosstrain.adaptors import gapic
+from crosstrain.backends._google import (
+    FINGERPRINT_LABEL,
+    IDENTITY_LABEL,
+    label_problems,
+    labels,
+    launch_problems,
+    node_command,
+)
 from crosstrain.backends.base import (
     Backend,
-    Ids,
     Capabilities,
     HttpCall,
+    Ids,
     JobHandle,
     JobState,
     JobStatus,
@@ -40,6 +51,11 @@ from crosstrain.errors import Problem, SubmitError, TransientError
 from crosstrain.settings import TargetSettings, setting
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from google.cloud.aiplatform_v1 import CustomJob, JobServiceClient
+
+    from crosstrain.retry import RetryPolicy
     from crosstrain.spec import PoolView, TrainingJob
 
 STATE_MAP = {
@@ -56,6 +72,9 @@ STATE_MAP = {
     "JOB_STATE_CANCELLING": JobState.CANCELLING,
     "JOB_STATE_CANCELLED": JobState.CANCELLED,
 }
+#: States of a job that no longer holds its identity: duplicates crosstrain cancelled, or a job the user
+#: cancelled to free the identity.
+_CANCELLED = frozenset({"JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED"})
 
 REDUCTION_SERVER_IMAGE = "{geo}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 
@@ -181,6 +200,23 @@ class VertexBackend(Backend[VertexSettings]):
         logs=True,
         frameworks=frozenset({"pytorch", "tensorflow"}),
     )
+    conflict_fix = (
+        "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
+    )
+
+    def __init__(
+        self,
+        *,
+        client_factory: Callable[[str], JobServiceClient] | None = None,
+        retry: RetryPolicy | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        """`client_factory(endpoint)` makes the job service client for a regional endpoint (a host name, as
+        the rendered URL has it); by default the GAPIC client on its REST transport with Application Default
+        Credentials. Tests pass one pointed at a loopback service."""
+        super().__init__(retry=retry, environ=environ)
+        self.client_factory = client_factory
+        self._clients: dict[str, JobServiceClient] = {}
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
@@ -263,7 +299,8 @@ class VertexBackend(Backend[VertexSettings]):
             base,
             body,
             {"Content-Type": "application/json"},
-            purpose="create the job; a retry whose outcome is unknown looks for the identity label first",
+            purpose="create the job; after an unknown outcome, look for the identity label before creating again; "
+            "then list the label again, keep the earliest job and cancel any later duplicate",
         )
         return Request("vertex", identity, job.name, (find, create), settings.model_dump(mode="json"), tuple(notes))
 
@@ -273,60 +310,130 @@ class VertexBackend(Backend[VertexSettings]):
         return super().format(request, fmt)
 
     # -- submit (sends) ------------------------------------------------------------------------------------
-    def _client(self, endpoint: str) -> Any:
-        """The GAPIC client on the job's regional endpoint, REST transport, Application Default Credentials."""
-        if self.transport is not None:
-            return self.transport
-        require_sdk()
-        from google.api_core.client_options import ClientOptions
-        from google.cloud.aiplatform_v1 import JobServiceClient
+    def _client(self, endpoint: str) -> JobServiceClient:
+        """The job service client on a regional endpoint, one per endpoint for this backend's life."""
+        client = self._clients.get(endpoint)
+        if client is None:
+            client = self.client_factory(endpoint) if self.client_factory else gapic.job_service_client(endpoint)
+            self._clients[endpoint] = client
+        return client
 
-        with _translated_errors():
-            return JobServiceClient(transport="rest", client_options=ClientOptions(api_endpoint=endpoint))
+    def _jobs(self, client: JobServiceClient, parent: str, identity: str) -> list[CustomJob]:
+        """Every job in `parent` that carries `identity` in its identity label (cancelled ones too), earliest
+        first: by creation time, then by name."""
+        query = {"parent": parent, "filter": _label_filter(identity)}
+        timeout = self.retry.call_timeout
+        with gapic.calling(f"list jobs labelled {IDENTITY_LABEL}={identity}"):
+            pager = client.list_custom_jobs(request=query, retry=None, timeout=timeout)
+            found = [job for job in pager if job.labels.get(IDENTITY_LABEL) == identity]
+        return sorted(found, key=_creation_order)
+
+    def _cancel_duplicates(self, client: JobServiceClient, duplicates: list[CustomJob], survivor: CustomJob) -> None:
+        """Cancel the jobs that carry the survivor's identity and were created after it."""
+        for duplicate in duplicates:
+            error = self._cancel(client, duplicate.name)
+            if error is not None:
+                raise SubmitError(
+                    f"{duplicate.name} duplicates {survivor.name} (concurrent submits each created a job with "
+                    f"{IDENTITY_LABEL}={survivor.labels.get(IDENTITY_LABEL)}) and could not be cancelled ({error}): "
+                    "cancel it in the console, then submit again to adopt the earliest job",
+                    job_may_exist=True,
+                ) from error
+
+    def _cancel(self, client: JobServiceClient, name: str) -> SubmitError | None:
+        """Cancel a job. None when it is cancelled, being cancelled, or has ended (Vertex refuses to cancel a job
+        that ended); else the error that kept it from being cancelled."""
+        timeout = self.retry.call_timeout
+
+        def cancel() -> None:
+            with gapic.calling(f"cancel {name}"):
+                client.cancel_custom_job(name=name, retry=None, timeout=timeout)
+
+        try:
+            self.retry.poll(cancel)
+        except TransientError as error:
+            return error
+        except SubmitError as error:
+            state = STATE_MAP.get(self._get(client, name).state.name, JobState.UNKNOWN)
+            return None if state is JobState.CANCELLING or state.terminal else error
+        return None
+
+    def _get(self, client: JobServiceClient, name: str) -> CustomJob:
+        def get() -> CustomJob:
+            with gapic.calling(f"get {name}"):
+                return client.get_custom_job(name=name, retry=None, timeout=self.retry.call_timeout)
+
+        return self.retry.poll(get)
 
     def send(self, request: Request) -> JobHandle:
-        types = require_sdk()
         create = request.create
         url = urlparse(create.url)
+        endpoint = url.netloc
         parent = url.path.removeprefix("/v1/").removesuffix("/customJobs")
-        client = self._client(url.netloc)
-        custom_job = types.CustomJob.from_json(json.dumps(create.body))  # unknown fields are errors
-        identity_label = create.body.get("labels", {}).get(IDENTITY_LABEL)
+        custom_job = gapic.custom_job(create.body)
+        client = self._client(endpoint)
+        identity = request.identity
 
-        def find() -> Any:
-            if not identity_label:
-                return None
-            with _translated_errors():
-                query = {"parent": parent, "filter": _label_filter(identity_label)}
-                pager = client.list_custom_jobs(request=query, retry=None)
-                found = [job for job in pager if job.labels.get(IDENTITY_LABEL) == identity_label]
-            return min(found, key=lambda job: job.create_time) if found else None
+        def live() -> list[CustomJob]:
+            return [job for job in self._jobs(client, parent, identity) if job.state.name not in _CANCELLED]
 
-        def send_create() -> Any:
-            with _translated_errors():
-                return client.create_custom_job(parent=parent, custom_job=custom_job, retry=None)
+        def find() -> CustomJob | None:
+            return next(iter(live()), None)
 
-        # A job that carries the identity already is an earlier submit of the same spec: adopt it. After a
-        # create whose answer was lost, the same lookup finds this submit's own job.
-        existing = self.retry.poll(find)
-        created = existing if existing is not None else self.retry.create(send_create, dedupes=False, adopt=find)
-        return _handle(request.identity, created.name, url.netloc, adopted=existing is not None)
+        def send_create() -> CustomJob:
+            with gapic.calling(f"create a job in {parent}"):
+                return client.create_custom_job(
+                    parent=parent, custom_job=custom_job, retry=None, timeout=self.retry.call_timeout
+                )
+
+        # A live job that carries the identity is an earlier submit: adopt it if it was made from this request.
+        # Cancelled jobs are skipped, so cancelling a job frees its identity.
+        existing = self.retry.poll(live)
+        if existing:
+            survivor = existing[0]
+            self.check_same_request(request, survivor.labels.get(FINGERPRINT_LABEL), survivor.name)
+            self._cancel_duplicates(client, existing[1:], survivor)
+            return _handle(identity, survivor.name, endpoint, adopted=True)
+
+        # No idempotency key: after an unknown outcome `create` looks for the label for the settle window
+        # before creating again. Concurrent submits may still each create a job, so every submit then lists
+        # the label and keeps the earliest job, cancelling the others: all of them return the same survivor.
+        created = self.retry.create(send_create, dedupes=self.capabilities.dedupes_create, find=find, identity=identity)
+        try:
+            listed = self.retry.poll(lambda: self._jobs(client, parent, identity))
+        except SubmitError as error:
+            raise SubmitError(
+                f"{created.name} was created, and listing {IDENTITY_LABEL}={identity} to check for a duplicate from "
+                f"a concurrent submit failed ({error}): submit again to adopt the earliest job",
+                job_may_exist=True,
+            ) from error
+        if created.name not in {job.name for job in listed}:  # not listed yet
+            listed = sorted([*listed, created], key=_creation_order)
+        survivors = [job for job in listed if job.state.name not in _CANCELLED]
+        if not survivors:
+            raise SubmitError(
+                f"{created.name} was created with identity {identity} and then cancelled by someone else; "
+                f"nothing with this identity runs. To run it, {self.conflict_fix}",
+                job_may_exist=True,
+            )
+        survivor = survivors[0]
+        self._cancel_duplicates(client, survivors[1:], survivor)
+        found = survivor.labels.get(FINGERPRINT_LABEL)
+        if found != request.fingerprint:  # a concurrent submit of another request under the same identity won
+            mine = "" if survivor.name == created.name else f"; this submit's own {created.name} was cancelled"
+            self.check_same_request(request, found, f"{survivor.name}, created by a concurrent submit{mine}")
+        return _handle(identity, survivor.name, endpoint, adopted=survivor.name != created.name)
 
     def status(self, handle: JobHandle) -> JobStatus:
-        client = self._client(handle.ref["endpoint"])
-        with _translated_errors():
-            job = client.get_custom_job(name=handle.ref["name"], retry=None)
+        job = self._get(self._client(handle.ref["endpoint"]), handle.ref["name"])
         native = job.state.name
         return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, job.error.message)
 
     def cancel(self, handle: JobHandle) -> None:
-        client = self._client(handle.ref["endpoint"])
-
-        def cancel() -> None:
-            with _translated_errors():
-                client.cancel_custom_job(name=handle.ref["name"], retry=None)
-
-        self.retry.poll(cancel)
+        """Cancel the job; a job that has already ended is left as it is."""
+        error = self._cancel(self._client(handle.ref["endpoint"]), handle.ref["name"])
+        if error is not None:
+            raise error
 
     def logs(self, handle: JobHandle) -> Iterator[str]:
         """Where the logs are: Cloud Logging's filter for the job and a Logs Explorer link (no SDK needed)."""
@@ -336,13 +443,6 @@ class VertexBackend(Backend[VertexSettings]):
         explorer = f"https://console.cloud.google.com/logs/query;query={quote(query, safe='')}?project={project}"
         yield f"Logs Explorer: {explorer}"
         yield f"Console: {handle.console_url}"
-
-
-def require_sdk() -> Any:
-    """`google.cloud.aiplatform_v1.types`, or the install hint."""
-    from crosstrain.backends import require
-
-    return require("google.cloud.aiplatform_v1.types", "vertex")
 
 
 def reduction_server_image(region: str) -> str:
@@ -512,47 +612,10 @@ def _reducer_count(job: TrainingJob, machines: Mapping[str, _Machine]) -> tuple[
     )
 
 
-def _translate(error: BaseException) -> BaseException | None:
-    """A google-api-core or requests error as crosstrain's, saying whether the request can have been accepted."""
-    from google.api_core import exceptions as api
-
-    from crosstrain.retry import parse_retry_after
-
-    if isinstance(error, api.GoogleAPICallError):
-        code = error.code
-        text = f"{int(code) if code is not None else '?'} {error.message}"
-        response = getattr(error, "response", None)
-        headers = getattr(response, "headers", None) or {}
-        if isinstance(error, api.TooManyRequests | api.ServiceUnavailable):
-            return TransientError(text, accepted=False, retry_after=parse_retry_after(headers.get("Retry-After")))
-        if isinstance(error, api.InternalServerError | api.BadGateway | api.GatewayTimeout | api.DeadlineExceeded):
-            return TransientError(text, accepted=None, retry_after=parse_retry_after(headers.get("Retry-After")))
-        return SubmitError(f"Vertex AI refused the call: {text}")
-    import google.auth.exceptions
-    import requests
-
-    if isinstance(error, google.auth.exceptions.DefaultCredentialsError):
-        return SubmitError(f"no Google credentials: {error} (run `gcloud auth application-default login`)")
-    if isinstance(error, requests.exceptions.ConnectTimeout):
-        return TransientError(f"could not connect: {error}", accepted=False)
-    if isinstance(error, requests.exceptions.ConnectionError):
-        # A refused connection never carried the request; a dropped one may have been processed.
-        refused = "NewConnectionError" in repr(error) or "Connection refused" in str(error)
-        return TransientError(f"connection failed: {error}", accepted=False if refused else None)
-    if isinstance(error, requests.exceptions.Timeout):
-        return TransientError(f"timed out waiting for the answer: {error}", accepted=None)
-    return None
-
-
-@contextlib.contextmanager
-def _translated_errors() -> Iterator[None]:
-    try:
-        yield
-    except Exception as error:
-        translated = _translate(error)
-        if translated is None:
-            raise
-        raise translated from error
+def _creation_order(job: CustomJob) -> tuple[int, int, str]:
+    """Earliest first: creation time to the nanosecond, then name (the same order for every submitter)."""
+    created = type(job).pb(job).create_time
+    return created.seconds, created.nanos, job.name
 
 
 def _handle(identity: str, name: str, endpoint: str, *, adopted: bool) -> JobHandle:
