@@ -61,6 +61,7 @@ from tests.backends.azureml_cloud import (
     AzureMLService,
     AzureMLTransport,
     FakeCredential,
+    LoopbackTransport,
 )
 from tests.conftest import ROOT
 
@@ -573,6 +574,27 @@ def test_faults_end_with_one_job_and_the_right_final_state(
             with pytest.raises(JobFailed, match=final.value):
                 backend.wait(handle, poll_interval=0.01)
         assert backend.status(handle).state is final
+
+
+@pytest.mark.parametrize("fault", ["drop", "slow", "late"])
+def test_faults_over_real_http_end_with_one_job(cloud: AzureMLPlatform, fault: str) -> None:
+    """azure-core's own requests transport against the served fake: a closed connection and a real read
+    timeout reach the adaptor as azure-core raises them."""
+    cloud.service.inject("create", fault)
+    backend = backend_on(cloud, transport=LoopbackTransport(cloud.url))
+    handle = backend.submit(job(), SETTINGS)
+    cloud.settle()
+    assert cloud.live_jobs(handle.identity) == [handle.job_id]
+    assert backend.wait(handle, poll_interval=0.01).state is JobState.SUCCEEDED
+
+
+def test_a_service_that_cannot_be_reached_is_a_refusal_that_leaves_no_job_behind() -> None:
+    with AzureMLPlatform() as cloud:
+        closed = cloud.url
+    with pytest.raises(TransientError, match="could not reach Azure") as refused:
+        backend_on(cloud, transport=LoopbackTransport(closed)).submit(job(), SETTINGS)
+    assert refused.value.accepted is False
+    assert not refused.value.job_may_exist
 
 
 def test_a_dropped_answer_is_resolved_by_reading_the_job_not_by_a_second_put(cloud: AzureMLPlatform) -> None:
