@@ -1,28 +1,63 @@
-"""A small Azure ML control plane behind an azure-core transport, for driving the real `MLClient` offline.
+"""A small Azure ML control plane on `crosstrain.testing.loopback`, for driving the real `MLClient` offline.
 
-`FakeAzureML` is an `HttpTransport`: pass it to `MLClient(..., transport=...)` (or to `AzureMLBackend`) and
-every HTTP call the SDK makes lands here instead of the network. It stores PUT resources by their ARM path
-(a PUT of an existing path returns it with 200, as create-or-update does), moves each job through a scripted
-list of statuses one GET at a time, cancels on `POST .../cancel`, and injects faults: an HTTP status with a
-Retry-After header, a connection refused before sending, or a connection dropped after the PUT was stored.
-It relies on azure-core internals (`RestRequestsTransportResponse`), pinned with azure-ai-ml 1.35.2.
+* `AzureMLService` is the server side (a `LoopbackService`): it stores PUT resources by their ARM path (a PUT
+  of an existing path returns it with 200, as create-or-update does for an identical body), moves each job
+  through a scripted list of statuses one status read at a time, and cancels on `POST .../cancel`. Its
+  operations, as faults are scripted: "create" (the job PUT), "find" (the job GET that submit renders, at the
+  pinned `API_VERSION`), "get" (the status read `MLClient.jobs.get` makes, at the SDK's own api-version),
+  "cancel" and "environment" (the anonymous environment PUT). Faults mean what they mean on every loopback fake.
+* `AzureMLTransport` is the azure-core front: an `HttpTransport` to pass to `MLClient(transport=...)` (or to
+  `AzureMLBackend`), which turns each request into a `loopback.Call` for `service.dispatch`. A dropped answer is
+  azure-core's `ServiceResponseError`, as is an answer slower than the read timeout the call asked for (there is
+  no socket to time out here); `unreachable(n)` makes the next `n` requests fail before sending
+  (`ServiceRequestError`, a refused connection).
+* `LoopbackTransport` is azure-core's real requests transport pointed at the service served over HTTP on
+  127.0.0.1 (`loopback.serving`), for another process.
+* `AzureMLPlatform` is the `LoopbackPlatform` the send-side suite and `benchmarks/submit_faults.py` drive; a
+  context manager, usable without pytest.
+
+The front relies on azure-core's `RestRequestsTransportResponse`, pinned with azure-ai-ml 1.35.2.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
+import threading
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlsplit
 
 import requests
+from azure.ai.ml._restclient.arm_ml_service.models import JobStatus
 from azure.core.credentials import AccessToken, AccessTokenInfo
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline.transport import HttpTransport
+from azure.core.pipeline.transport._requests_basic import RequestsTransport
 from azure.core.rest._requests_basic import RestRequestsTransportResponse
+
+from crosstrain.backends.azureml import API_VERSION, AzureMLBackend
+from crosstrain.backends.base import Backend, JobHandle
+from crosstrain.retry import RetryPolicy
+from crosstrain.testing.loopback import Call, Dropped, LoopbackPlatform, LoopbackService, Reply, serving
+
+ROOT = Path(__file__).resolve().parents[2]
+SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
+WORKSPACE = {"subscription_id": SUBSCRIPTION, "resource_group": "my-rg", "workspace": "my-ws"}
+
+_WORKSPACE = r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.MachineLearningServices/workspaces/[^/]+"
+_JOB = re.compile(rf"^(?P<job>{_WORKSPACE}/jobs/(?P<name>[^/]+))(?P<cancel>/cancel)?$")
+_ENVIRONMENT = re.compile(rf"^{_WORKSPACE}/environments/[^/]+/versions/[^/]+$")
+
+TERMINAL = ("Completed", "Failed", "Canceled", "NotResponding")
+#: The statuses of Azure ML's `JobStatus` (the ARM API's enum, as azure-ai-ml ships it) but "Unknown", which
+#: the API documents as "not mapped to any other status": a job reports it, crosstrain maps it to UNKNOWN.
+NATIVE_STATES = tuple(status.value for status in JobStatus if status is not JobStatus.UNKNOWN)
 
 
 class FakeCredential:
@@ -35,41 +70,126 @@ class FakeCredential:
         return AccessTokenInfo("fake-token", int(time.time()) + 3600)
 
 
-TERMINAL = ("Completed", "Failed", "Canceled", "NotResponding")
+class AzureMLService(LoopbackService):
+    """Azure ML's ARM endpoints for jobs and environments. `resources` maps ARM paths to what was PUT."""
+
+    def __init__(
+        self,
+        statuses: tuple[str, ...] = ("Queued", "Running", "Completed"),
+        *,
+        slow_seconds: float = 0.5,
+        late_seconds: float = 0.3,
+    ) -> None:
+        super().__init__(slow_seconds=slow_seconds, late_seconds=late_seconds)
+        self.statuses = statuses
+        self.resources: dict[str, dict[str, Any]] = {}
+        self.plans: dict[str, list[str]] = {}  # job path -> its statuses to come, the current one first
+
+    # -- what the suite and tests read ---------------------------------------------------------------------
+    @property
+    def jobs(self) -> list[str]:
+        """ARM paths of the jobs, in the order they were made."""
+        with self.lock:
+            return [path for path in self.resources if _JOB.match(path)]
+
+    def job(self, name: str) -> str:
+        """The ARM path of the job called `name`."""
+        return next(path for path in self.jobs if path.rsplit("/", 1)[-1] == name)
+
+    def current(self, path: str) -> str:
+        with self.lock:
+            return self.plans[path][0]
+
+    def set_state(self, name: str, native: str) -> None:
+        with self.lock:
+            self.plans[self.job(name)] = [native]
+
+    # -- the server side -----------------------------------------------------------------------------------
+    def operation(self, call: Call) -> str:
+        job = _JOB.match(call.path)
+        if job:
+            if job["cancel"]:
+                return "cancel"
+            if call.method == "PUT":
+                return "create"
+            return "find" if call.query.get("api-version") == API_VERSION else "get"
+        if _ENVIRONMENT.match(call.path) and call.method == "PUT":
+            return "environment"
+        return "other"
+
+    def error(self, status: int, message: str) -> Reply:
+        """ARM's error envelope."""
+        codes = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 429: "TooManyRequests"}
+        codes |= {500: "InternalServerError", 503: "ServiceUnavailable", 504: "GatewayTimeout"}
+        body = {"error": {"code": codes.get(status, "Error"), "message": message}}
+        return Reply(status, body, {"Retry-After": "1"} if status == 429 else {})
+
+    def answer(self, call: Call) -> Reply:
+        job = _JOB.match(call.path)
+        if call.method == "PUT" and (job or _ENVIRONMENT.match(call.path)):
+            if call.path in self.resources:
+                return Reply(200, self._read(call.path))
+            stored = json.loads(json.dumps(call.body))
+            stored.update(id=call.path, name=call.path.rsplit("/", 1)[-1])
+            if job:
+                stored["type"] = "Microsoft.MachineLearningServices/workspaces/jobs"
+                stored["properties"]["services"] = {
+                    "Studio": {"jobServiceType": "Studio", "endpoint": f"https://ml.azure.com/runs/{job['name']}"}
+                }
+                self.plans[call.path] = ["NotStarted", *self.statuses]
+            self.resources[call.path] = stored
+            return Reply(201, self._read(call.path))
+        if job and job["cancel"] and call.method == "POST":
+            path = job["job"]
+            if path not in self.resources:
+                return self.error(404, f"job {job['name']} not found")
+            if self.plans[path][0] not in TERMINAL:
+                self.plans[path] = ["CancelRequested", "Canceled"]
+            return Reply(200, {})
+        if call.method == "GET" and call.path in self.resources:
+            advance = job is not None and self.operation(call) == "get"  # a status read moves the job on
+            return Reply(200, self._read(call.path, advance=advance))
+        return self.error(404, f"{call.path} not found")
+
+    def _read(self, path: str, *, advance: bool = False) -> dict[str, Any]:
+        stored: dict[str, Any] = json.loads(json.dumps(self.resources[path]))
+        plan = self.plans.get(path)
+        if plan:
+            stored["properties"]["status"] = plan[0]
+            if advance and len(plan) > 1:
+                plan.pop(0)
+        return stored
 
 
 @dataclass
-class Fault:
-    """Fail the first request whose method is `method` and whose URL contains `url_part`."""
+class Sent:
+    """One request as the transport received it, and what became of it: the HTTP status, "dropped",
+    "timed out" or "refused"."""
 
-    method: str
-    url_part: str
-    kind: str  # "429" / "503" / "500": that status; "connect": refused before sending; "drop": stored, answer lost
-    retry_after: str | None = None
-
-
-@dataclass
-class Recorded:
     method: str
     url: str
     body: Any
     headers: dict[str, str]
+    read_timeout: float | None = None
     outcome: str = ""
 
 
-@dataclass
-class FakeAzureML(HttpTransport):  # type: ignore[misc]
-    statuses: Sequence[str] = ("Queued", "Running", "Completed")
-    faults: list[Fault] = field(default_factory=list)
-    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
-    requests: list[Recorded] = field(default_factory=list)
-    _plans: dict[str, list[str]] = field(default_factory=dict)
+class AzureMLTransport(HttpTransport[Any, Any]):
+    """The azure-core front of a `LoopbackService`: every request becomes a `loopback.Call`."""
+
+    def __init__(self, service: LoopbackService) -> None:
+        self.service = service
+        self.requests: list[Sent] = []
+        self._unreachable: list[tuple[str | None, str]] = []
+        self._lock = threading.Lock()
 
     # HttpTransport's context-manager protocol; nothing to open.
-    def __enter__(self) -> FakeAzureML:
+    def __enter__(self) -> AzureMLTransport:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         return None
 
     def open(self) -> None:
@@ -78,77 +198,64 @@ class FakeAzureML(HttpTransport):  # type: ignore[misc]
     def close(self) -> None:
         return None
 
-    @property
-    def jobs(self) -> list[str]:
-        return [path for path in self.resources if "/jobs/" in path]
+    def unreachable(self, method: str | None = None, url_part: str = "", times: int = 1) -> None:
+        """Refuse the connection of the next `times` requests with `method` (any if None) whose URL contains
+        `url_part`: they never reach the service."""
+        with self._lock:
+            self._unreachable += [(method, url_part)] * times
 
-    def calls(self, method: str | None = None) -> list[Recorded]:
-        return [r for r in self.requests if r.outcome == "answered" and (method is None or r.method == method)]
+    def sent(self, outcome: str | None = None) -> list[Sent]:
+        return [r for r in self.requests if outcome is None or r.outcome == outcome]
 
     def send(self, request: Any, **kwargs: Any) -> Any:
-        raw_body = getattr(request, "content", None) or getattr(request, "body", None)
-        body = json.loads(raw_body) if raw_body else None
-        record = Recorded(request.method, request.url, body, dict(request.headers))
-        self.requests.append(record)
-        fault = self._fault(request.method, request.url)
-        path = urlparse(request.url).path
-        if fault and fault.kind == "connect":
+        raw = getattr(request, "content", None) or getattr(request, "body", None)
+        body = json.loads(raw) if raw else None
+        timeout = kwargs.get("read_timeout")
+        record = Sent(request.method, request.url, body, dict(request.headers), timeout)
+        with self._lock:
+            self.requests.append(record)
+            refused = next(
+                (
+                    i
+                    for i, (method, part) in enumerate(self._unreachable)
+                    if method in (None, request.method) and part in request.url
+                ),
+                None,
+            )
+            if refused is not None:
+                del self._unreachable[refused]
+        if refused is not None:
             record.outcome = "refused"
             raise ServiceRequestError("connection refused (injected)")
-        if fault and fault.kind.isdigit():
-            record.outcome = f"status {fault.kind}"
-            headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
-            error = {"error": {"code": "Injected", "message": f"injected {fault.kind}"}}
-            return _response(request, int(fault.kind), error, headers)
-        record.outcome = "answered"
-        if request.method == "PUT":
-            code, payload = self._put(path, body)
-            if fault and fault.kind == "drop":
-                record.outcome = "dropped"
-                raise ServiceResponseError("connection reset after the request was sent (injected)")
-            return _response(request, code, payload)
-        if request.method == "GET":
-            if path not in self.resources:
-                return _response(request, 404, {"error": {"code": "NotFound", "message": f"{path} not found"}})
-            return _response(request, 200, self._get(path))
-        if request.method == "POST" and path.endswith("/cancel"):
-            job = path.removesuffix("/cancel")
-            if job not in self.resources:
-                return _response(request, 404, {"error": {"code": "NotFound", "message": f"{job} not found"}})
-            current = self._plans[job][0]
-            if current not in TERMINAL:
-                self._plans[job] = ["CancelRequested", "Canceled"]
-            return _response(request, 200, {})
-        return _response(request, 404, {"error": {"code": "NotFound", "message": "no such endpoint here"}})
+        url = urlsplit(request.url)
+        call = Call(request.method, url.path, dict(parse_qsl(url.query)), body, dict(request.headers))
+        started = time.monotonic()
+        try:
+            reply = self.service.dispatch(call)
+        except Dropped:
+            record.outcome = "dropped"
+            raise ServiceResponseError("the connection closed with no answer (injected)") from None
+        if timeout is not None and time.monotonic() - started > float(timeout):
+            record.outcome = "timed out"
+            raise ServiceResponseError(f"read timed out after {timeout}s (injected slowness)")
+        record.outcome = str(reply.status)
+        return _response(request, reply.status, reply.body, dict(reply.headers))
 
-    def _fault(self, method: str, url: str) -> Fault | None:
-        for i, fault in enumerate(self.faults):
-            if fault.method == method and fault.url_part in url:
-                return self.faults.pop(i)
-        return None
 
-    def _put(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        if path in self.resources:
-            return 200, self._get(path, advance=False)
-        stored = json.loads(json.dumps(body))
-        stored.update(id=path, name=path.rsplit("/", 1)[-1])
-        if "/jobs/" in path:
-            stored["type"] = "Microsoft.MachineLearningServices/workspaces/jobs"
-            stored["properties"]["services"] = {
-                "Studio": {"jobServiceType": "Studio", "endpoint": f"https://ml.azure.com/runs/{stored['name']}"}
-            }
-            self._plans[path] = ["NotStarted", *self.statuses]
-        self.resources[path] = stored
-        return 201, self._get(path, advance=False)
+class LoopbackTransport(RequestsTransport):
+    """azure-core's requests transport, sending every request to `base_url` (a served `AzureMLService`)."""
 
-    def _get(self, path: str, *, advance: bool = True) -> dict[str, Any]:
-        stored = json.loads(json.dumps(self.resources[path]))
-        plan = self._plans.get(path)
-        if plan:
-            stored["properties"]["status"] = plan[0]
-            if advance and len(plan) > 1:
-                plan.pop(0)
-        return stored
+    def __init__(self, base_url: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.base_url = base_url.rstrip("/")
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        url = urlsplit(request.url)
+        request.url = self.base_url + url.path + (f"?{url.query}" if url.query else "")
+        return super().send(request, **kwargs)
+
+
+_REST_RESPONSE: Any = RestRequestsTransportResponse  # untyped in azure-core
 
 
 def _response(request: Any, status: int, payload: Any, headers: dict[str, str] | None = None) -> Any:
@@ -156,13 +263,79 @@ def _response(request: Any, status: int, payload: Any, headers: dict[str, str] |
     raw.status_code = status
     raw.headers["Content-Type"] = "application/json"
     raw.headers.update(headers or {})
-    raw._content = json.dumps(payload).encode()
+    raw._content = json.dumps(payload if payload is not None else {}).encode()
     raw.raw = io.BytesIO(raw._content)
-    response = RestRequestsTransportResponse(request=request, internal_response=raw)
+    response = _REST_RESPONSE(request=request, internal_response=raw)
     response._content, response._is_closed = raw._content, True
     return response
 
 
-def faults(*specs: Iterable[str]) -> list[Fault]:
-    """`faults(("PUT", "/jobs/", "503"), ...)` -> a list of `Fault`s."""
-    return [Fault(*spec) for spec in specs]
+class AzureMLPlatform(LoopbackPlatform):
+    """A running Azure ML fake and backends wired to it. `with AzureMLPlatform() as platform: ...`; no pytest
+    needed. Jobs run to Completed as they are read; a call gets `call_timeout` seconds to answer, and a slow
+    answer takes `slow_seconds`."""
+
+    settings = {**WORKSPACE, "compute": "gpu-cluster"}
+    native_states = NATIVE_STATES
+
+    def __init__(
+        self,
+        *,
+        statuses: tuple[str, ...] = ("Running", "Completed"),
+        slow_seconds: float = 0.5,
+        late_seconds: float = 0.3,
+        call_timeout: float = 0.25,
+    ) -> None:
+        self.service = AzureMLService(statuses, slow_seconds=slow_seconds, late_seconds=late_seconds)
+        self.transport = AzureMLTransport(self.service)
+        self.call_timeout = call_timeout
+        self.url = ""
+        self._stack = ExitStack()
+
+    def __enter__(self) -> AzureMLPlatform:
+        self.url = self._stack.enter_context(serving(self.service))
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.service.settle()
+        self._stack.close()
+
+    def backend(self) -> Backend[Any]:
+        return AzureMLBackend(
+            transport=self.transport,
+            credential=FakeCredential(),
+            retry=RetryPolicy(sleep=lambda s: None, call_timeout=self.call_timeout),
+            environ={},
+        )
+
+    def inject(self, operation: str, fault: str) -> None:
+        self.service.inject({"create": "create", "submit-read": "find", "poll": "get"}[operation], fault)
+
+    def live_jobs(self, identity: str) -> list[str]:
+        gone = ("CancelRequested", "Canceled")
+        return [
+            path.rsplit("/", 1)[-1]
+            for path in self.service.jobs
+            if path.rsplit("/", 1)[-1] == identity and self.service.current(path) not in gone
+        ]
+
+    def set_state(self, handle: JobHandle, native: str) -> None:
+        self.service.set_state(handle.job_id, native)
+
+    def child_backend(self) -> str:
+        if not self.url:
+            raise RuntimeError("enter the platform (`with AzureMLPlatform() as platform`) to serve it")
+        return (
+            "import logging, sys\n"
+            f"sys.path.insert(0, {str(ROOT)!r})\n"
+            "logging.disable(logging.WARNING)\n"
+            "from crosstrain.backends.azureml import AzureMLBackend\n"
+            "from tests.backends.azureml_cloud import FakeCredential, LoopbackTransport\n"
+            f"backend = AzureMLBackend(transport=LoopbackTransport({self.url!r}), credential=FakeCredential(), "
+            "environ={})\n"
+        )
+
+    def settle(self) -> None:
+        self.service.settle()

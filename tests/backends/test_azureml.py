@@ -14,36 +14,57 @@ import logging
 import os
 import shlex
 import string
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from azure.core.credentials import AccessTokenInfo
+from azure.core.exceptions import IncompleteReadError, ServiceRequestError, ServiceResponseError
+from azure.core.rest import HttpRequest
 
 from crosstrain import launch
 from crosstrain.backends import create_backend
 from crosstrain.backends.azureml import (
     API_VERSION,
+    FINGERPRINT_PROPERTY,
     STATE_MAP,
     AzureMLBackend,
     anonymous_environment_version,
     iso_duration,
     seconds_of,
 )
-from crosstrain.backends.base import JobState, Request
-from crosstrain.errors import JobFailed, SpecError, Unsupported
+from crosstrain.backends.base import JobHandle, JobState, Request
+from crosstrain.errors import (
+    IdentityConflict,
+    JobFailed,
+    MissingDependency,
+    SpecError,
+    SubmitError,
+    TransientError,
+    Unsupported,
+)
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.retry import RetryPolicy
 from crosstrain.runtime import detect
 from crosstrain.spec import TrainingJob
-from crosstrain.testing.conformance import BASE_JOB, BackendConformance, merge
-from tests.backends.azureml_cloud import FakeAzureML, FakeCredential, Fault
+from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
+from crosstrain.testing.loopback import Call, LoopbackPlatform
+from tests.backends.azureml_cloud import (
+    SUBSCRIPTION,
+    WORKSPACE,
+    AzureMLPlatform,
+    AzureMLService,
+    AzureMLTransport,
+    FakeCredential,
+    LoopbackTransport,
+)
 from tests.conftest import ROOT
 
-SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
-WORKSPACE = {"subscription_id": SUBSCRIPTION, "resource_group": "my-rg", "workspace": "my-ws"}
 SETTINGS = {**WORKSPACE, "compute": "gpu-cluster"}
 ARM_WS = (
     f"/subscriptions/{SUBSCRIPTION}/resourceGroups/my-rg/providers/Microsoft.MachineLearningServices/workspaces/my-ws"
@@ -95,14 +116,20 @@ def sdk_calls(sdk_job: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     from azure.ai.ml import MLClient
 
     monkeypatch.chdir(tmp_path)
-    cloud = FakeAzureML()
-    ml = MLClient(FakeCredential(), SUBSCRIPTION, "my-rg", "my-ws", transport=cloud)
+    transport = AzureMLTransport(AzureMLService())
+    ml = MLClient(FakeCredential(), SUBSCRIPTION, "my-rg", "my-ws", transport=transport)
     ml.jobs.create_or_update(sdk_job)
-    return [(r.method, r.url, r.body) for r in cloud.requests]
+    return [(r.method, r.url, r.body) for r in transport.requests]
 
 
 def rendered_calls(request: Request) -> list[tuple[str, str, Any]]:
     return [(c.method, c.url, c.body) for c in request.calls]
+
+
+def create_calls(request: Request) -> list[tuple[str, str, Any]]:
+    """The rendered calls `create_or_update` makes: all but the GET that looks for the job first."""
+    assert (request.calls[0].method, request.calls[0].url) == ("GET", request.create.url)
+    return rendered_calls(request)[1:]
 
 
 # -- parity with the SDK -----------------------------------------------------------------------------------
@@ -197,20 +224,24 @@ CASES = [
 def test_create_or_update_sends_what_render_says(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from azure.ai.ml import command
     from azure.ai.ml import load_job as sdk_load_job
+    from azure.ai.ml.entities import Command
 
     spec, settings, sdk_kwargs = _cases()[case]
     request = render(spec, **settings)
     sdk_kwargs.setdefault("experiment_name", spec.name)
-    by_hand = command(name=request.identity, display_name=spec.name, **sdk_kwargs)
-    assert sdk_calls(by_hand, tmp_path, monkeypatch) == rendered_calls(request)
+    fingerprint = {FINGERPRINT_PROPERTY: request.fingerprint}
+    by_hand = command(name=request.identity, display_name=spec.name, properties=fingerprint, **sdk_kwargs)
+    assert sdk_calls(by_hand, tmp_path, monkeypatch) == create_calls(request)
 
     # The az-yaml form is the same job: it loads with the SDK's own schema and submits the same calls.
     backend = create_backend("azureml", environ={})
     job_file = tmp_path / "job.yml"
     job_file.write_text(backend.format(request, "az-yaml"))
     loaded = sdk_load_job(source=job_file)
+    assert isinstance(loaded, Command)
     assert loaded._validate().passed
-    assert sdk_calls(loaded, tmp_path, monkeypatch) == rendered_calls(request)
+    assert loaded.properties == fingerprint
+    assert sdk_calls(loaded, tmp_path, monkeypatch) == create_calls(request)
 
 
 def test_the_job_put_goes_to_the_pinned_api_version_and_carries_the_identity() -> None:
@@ -219,12 +250,19 @@ def test_the_job_put_goes_to_the_pinned_api_version_and_carries_the_identity() -
         request.create.url == f"https://management.azure.com{ARM_WS}/jobs/{request.identity}?api-version={API_VERSION}"
     )
     assert API_VERSION == "2025-01-01-preview"
-    assert [c.method for c in request.calls] == ["PUT", "PUT"]  # anonymous environment, then the job
+    # look for the job, register the anonymous environment, create the job
+    assert [(c.method, c.url) for c in request.calls] == [
+        ("GET", request.create.url),
+        ("PUT", request.calls[1].url),
+        ("PUT", request.create.url),
+    ]
+    assert "/environments/CliV2AnonymousEnvironment/versions/" in request.calls[1].url
+    assert body(request)["properties"] == {FINGERPRINT_PROPERTY: request.fingerprint}
 
 
 def test_a_registered_environment_needs_no_environment_call() -> None:
     request = render(job(), environment="azureml:my-env:3")
-    assert len(request.calls) == 1
+    assert [c.method for c in request.calls] == ["GET", "PUT"]
     assert body(request)["environmentId"] == f"{ARM_WS}/environments/my-env/versions/3"
     assert any("image registry.example/train:1.0 is not used" in n for n in request.notes)
 
@@ -375,12 +413,15 @@ def test_validation_catches_what_load_job_lets_through(
     yaml_change: dict[str, Any], spec_changes: dict[str, Any], settings: dict[str, Any], path: str, tmp_path: Path
 ) -> None:
     from azure.ai.ml import load_job as sdk_load_job
+    from azure.ai.ml.entities import Command
 
     backend = create_backend("azureml", environ={})
     good = yaml.safe_load(backend.format(render(job()), "az-yaml"))
     bad = tmp_path / "bad.yml"
     bad.write_text(yaml.safe_dump(merge(good, yaml_change)))
-    assert sdk_load_job(source=bad)._validate().passed  # the SDK's schema lets it through...
+    loaded = sdk_load_job(source=bad)
+    assert isinstance(loaded, Command)
+    assert loaded._validate().passed  # the SDK's schema lets it through...
 
     with pytest.raises(SpecError) as refused:  # ...crosstrain does not, and says where
         render(job_from_dict(merge(BASE_JOB, spec_changes)), **settings)
@@ -446,117 +487,330 @@ def test_examples_match_their_golden_files(example: Path) -> None:
 
 
 # -- submit, status, wait, cancel through the real MLClient ------------------------------------------------
-def backend_on(cloud: FakeAzureML, sleeps: list[float] | None = None) -> AzureMLBackend:
-    policy = RetryPolicy(sleep=(sleeps if sleeps is not None else []).append)
-    backend = create_backend("azureml", transport=cloud, credential=FakeCredential(), retry=policy, environ={})
+class TestAzureMLSends(SendConformance):
+    target = "azureml"
+
+    @pytest.fixture
+    def platform(self) -> Iterator[LoopbackPlatform]:
+        with AzureMLPlatform() as platform:
+            yield platform
+
+
+@pytest.fixture
+def cloud() -> Iterator[AzureMLPlatform]:
+    with AzureMLPlatform(statuses=("Queued", "Running", "Completed")) as platform:
+        yield platform
+
+
+def backend_on(cloud: AzureMLPlatform, sleeps: list[float] | None = None, **kwargs: Any) -> AzureMLBackend:
+    policy = RetryPolicy(sleep=(sleeps if sleeps is not None else []).append, call_timeout=cloud.call_timeout)
+    options: dict[str, Any] = {"transport": cloud.transport, "credential": FakeCredential(), **kwargs}
+    backend = create_backend("azureml", retry=policy, environ={}, **options)
     assert isinstance(backend, AzureMLBackend)
     return backend
 
 
-def test_submit_sends_exactly_the_rendered_calls() -> None:
-    cloud = FakeAzureML()
+def job_calls(cloud: AzureMLPlatform) -> list[tuple[str, str]]:
+    """(method, outcome) of every request for a job."""
+    return [(r.method, r.outcome) for r in cloud.transport.requests if "/jobs/" in r.url]
+
+
+def test_submit_sends_exactly_the_rendered_calls(cloud: AzureMLPlatform) -> None:
     backend = backend_on(cloud)
     request = backend.render(job(), SETTINGS)
     handle = backend.send(request)
-    assert [(r.method, r.url, r.body) for r in cloud.requests] == rendered_calls(request)
-    assert all(r.headers["Authorization"] == "Bearer fake-token" for r in cloud.requests)
+    assert [(r.method, r.url, r.body) for r in cloud.transport.requests] == rendered_calls(request)
+    assert [r.outcome for r in cloud.transport.requests] == ["404", "201", "201"]
+    assert all(r.headers["Authorization"] == "Bearer fake-token" for r in cloud.transport.requests)
     assert "Authorization" not in json.dumps(request.to_dict())
     assert handle.job_id == request.identity
     assert handle.console_url == f"https://ml.azure.com/runs/{request.identity}"
     assert not handle.adopted
+    stored = cloud.service.resources[cloud.service.job(request.identity)]
+    assert stored["properties"]["properties"] == {FINGERPRINT_PROPERTY: request.fingerprint}
+
+
+def test_every_call_carries_the_client_timeout(cloud: AzureMLPlatform) -> None:
+    backend = backend_on(cloud)
+    handle = backend.submit(job(), SETTINGS)
+    backend.status(handle)
+    backend.cancel(handle)
+    assert len(cloud.transport.requests) == 5
+    assert {r.read_timeout for r in cloud.transport.requests} == {cloud.call_timeout}
 
 
 @pytest.mark.parametrize(
-    ("fault", "statuses", "final"),
+    ("operation", "fault", "statuses", "final"),
     [
-        (Fault("PUT", "/jobs/", "503"), ("Running", "Completed"), JobState.SUCCEEDED),
-        (Fault("PUT", "/environments/", "429", retry_after="7"), ("Running", "Failed"), JobState.FAILED),
-        (Fault("PUT", "/jobs/", "drop"), ("Preparing", "Running", "Completed"), JobState.SUCCEEDED),
-        (Fault("PUT", "/jobs/", "connect"), ("NotResponding",), JobState.FAILED),
-        (Fault("PUT", "/jobs/", "500"), ("Completed",), JobState.SUCCEEDED),
+        ("create", "refuse", ("Running", "Completed"), JobState.SUCCEEDED),
+        ("environment", "rate-limit", ("Running", "Failed"), JobState.FAILED),
+        ("create", "drop", ("Preparing", "Running", "Completed"), JobState.SUCCEEDED),
+        ("create", "unreachable", ("NotResponding",), JobState.FAILED),
+        ("create", "error", ("Completed",), JobState.SUCCEEDED),
+        ("create", "slow", ("Completed",), JobState.SUCCEEDED),
+        ("create", "late", ("Completed",), JobState.SUCCEEDED),
+        ("environment", "drop", ("Completed",), JobState.SUCCEEDED),
     ],
-    ids=["503", "429-retry-after", "dropped-after-accept", "connection-refused", "500"],
 )
 def test_faults_end_with_one_job_and_the_right_final_state(
-    fault: Fault, statuses: tuple[str, ...], final: JobState
+    operation: str, fault: str, statuses: tuple[str, ...], final: JobState
 ) -> None:
-    cloud = FakeAzureML(statuses=statuses, faults=[fault])
-    sleeps: list[float] = []
-    backend = backend_on(cloud, sleeps)
+    with AzureMLPlatform(statuses=statuses) as cloud:
+        if fault == "unreachable":
+            cloud.transport.unreachable("PUT", "/jobs/")
+        else:
+            cloud.service.inject(operation, fault)
+        sleeps: list[float] = []
+        backend = backend_on(cloud, sleeps)
+        handle = backend.submit(job(), SETTINGS)
+        cloud.settle()
+        assert len(cloud.service.jobs) == 1
+        assert cloud.live_jobs(handle.identity) == [handle.job_id]
+        if fault == "rate-limit":
+            assert sleeps[0] >= 1  # the service's Retry-After
+        if final is JobState.SUCCEEDED:
+            assert backend.wait(handle, poll_interval=0.01).state is final
+        else:
+            with pytest.raises(JobFailed, match=final.value):
+                backend.wait(handle, poll_interval=0.01)
+        assert backend.status(handle).state is final
+
+
+@pytest.mark.parametrize("fault", ["drop", "slow", "late"])
+def test_faults_over_real_http_end_with_one_job(cloud: AzureMLPlatform, fault: str) -> None:
+    """azure-core's own requests transport against the served fake: a closed connection and a real read
+    timeout reach the adaptor as azure-core raises them."""
+    cloud.service.inject("create", fault)
+    backend = backend_on(cloud, transport=LoopbackTransport(cloud.url))
     handle = backend.submit(job(), SETTINGS)
-    assert len(cloud.jobs) == 1
-    assert len([r for r in cloud.requests if r.method == "PUT" and r.outcome in ("answered", "dropped")]) == 2
-    if fault.retry_after:
-        assert sleeps[0] >= float(fault.retry_after)
-    if final is JobState.SUCCEEDED:
-        assert backend.wait(handle, poll_interval=0.01).state is final
-    else:
-        with pytest.raises(JobFailed, match=final.value):
-            backend.wait(handle, poll_interval=0.01)
-    assert backend.status(handle).state is final
+    cloud.settle()
+    assert cloud.live_jobs(handle.identity) == [handle.job_id]
+    assert backend.wait(handle, poll_interval=0.01).state is JobState.SUCCEEDED
 
 
-def test_a_dropped_answer_is_resolved_by_reading_the_job_not_by_a_second_put() -> None:
-    cloud = FakeAzureML(faults=[Fault("PUT", "/jobs/", "drop")])
+def test_a_service_that_cannot_be_reached_is_a_refusal_that_leaves_no_job_behind() -> None:
+    with AzureMLPlatform() as cloud:
+        closed = cloud.url
+    with pytest.raises(TransientError, match="could not reach Azure") as refused:
+        backend_on(cloud, transport=LoopbackTransport(closed)).submit(job(), SETTINGS)
+    assert refused.value.accepted is False
+    assert not refused.value.job_may_exist
+
+
+def test_a_dropped_answer_is_resolved_by_reading_the_job_not_by_a_second_put(cloud: AzureMLPlatform) -> None:
+    cloud.service.inject("create", "drop")
     handle = backend_on(cloud).submit(job(), SETTINGS)
-    job_calls = [(r.method, r.outcome) for r in cloud.requests if "/jobs/" in r.url]
-    assert job_calls == [("PUT", "dropped"), ("GET", "answered")]
+    assert job_calls(cloud) == [("GET", "404"), ("PUT", "dropped"), ("GET", "200")]
     assert handle.adopted
 
 
-def test_resubmitting_the_same_spec_finds_the_same_job() -> None:
-    cloud = FakeAzureML()
+def test_a_slow_answer_times_out_and_is_resolved_by_reading_the_job(cloud: AzureMLPlatform) -> None:
+    cloud.service.inject("create", "slow")
+    handle = backend_on(cloud).submit(job(), SETTINGS)
+    assert job_calls(cloud) == [("GET", "404"), ("PUT", "timed out"), ("GET", "200")]
+    assert cloud.live_jobs(handle.identity) == [handle.job_id]
+
+
+def test_a_late_create_after_a_504_makes_no_second_job(cloud: AzureMLPlatform) -> None:
+    cloud.service.inject("create", "late")
+    handle = backend_on(cloud).submit(job(), SETTINGS)
+    cloud.settle()
+    assert job_calls(cloud) == [("GET", "404"), ("PUT", "504"), ("GET", "404"), ("PUT", "201")]
+    assert cloud.live_jobs(handle.identity) == [handle.job_id]
+    assert not handle.adopted
+
+
+def test_resubmitting_the_same_spec_adopts_the_job_and_sends_no_put(cloud: AzureMLPlatform) -> None:
     backend = backend_on(cloud)
     first = backend.submit(job(), SETTINGS)
+    sent = len(cloud.transport.requests)
     second = backend.submit(job(), SETTINGS)
     assert first == second
     assert (first.adopted, second.adopted) == (False, True)
-    assert len(cloud.jobs) == 1
+    assert [(r.method, r.outcome) for r in cloud.transport.requests[sent:]] == [("GET", "200")]
+    assert len(cloud.service.jobs) == 1
 
 
-def test_a_permanent_refusal_is_not_retried() -> None:
-    from crosstrain.errors import SubmitError
+def test_a_different_request_under_a_taken_name_is_refused_before_anything_is_sent(cloud: AzureMLPlatform) -> None:
+    backend = backend_on(cloud)
+    first = backend.render(job(run_id="fixed"), SETTINGS)
+    backend.send(first)
+    sent = len(cloud.transport.requests)
+    with pytest.raises(IdentityConflict) as refused:
+        backend.submit(job(run_id="fixed", image="registry.example/train:2.0"), SETTINGS)
+    assert refused.value.found == first.fingerprint
+    assert [r.method for r in cloud.transport.requests[sent:]] == ["GET"]  # no environment PUT, no job PUT
+    assert "--run-id new" in str(refused.value)
+    assert "Nothing was created" in str(refused.value)
 
-    cloud = FakeAzureML(faults=[Fault("PUT", "/jobs/", "400")])
-    with pytest.raises(SubmitError, match="400"):
+
+def test_a_job_made_elsewhere_under_the_name_is_not_adopted(cloud: AzureMLPlatform) -> None:
+    """A job made by `az ml job create` (or an older crosstrain) carries no fingerprint: refused, not adopted."""
+    backend = backend_on(cloud)
+    request = backend.render(job(), SETTINGS)
+    made_elsewhere = {"properties": {**body(request), "properties": {}}}
+    path = urlsplit(request.create.url).path
+    assert cloud.service.dispatch(Call("PUT", path, {"api-version": API_VERSION}, made_elsewhere)).status == 201
+    with pytest.raises(IdentityConflict, match="fingerprint is missing"):
+        backend.send(request)
+    assert len(cloud.service.jobs) == 1
+
+
+def test_a_permanent_refusal_is_not_retried(cloud: AzureMLPlatform) -> None:
+    cloud.service.inject("create", "invalid")
+    with pytest.raises(SubmitError, match="400") as refused:
         backend_on(cloud).submit(job(), SETTINGS)
-    assert not cloud.jobs
+    assert not isinstance(refused.value, TransientError)
+    assert not refused.value.job_may_exist
+    assert not cloud.service.jobs
+    assert [r.method for r in cloud.transport.requests if "/jobs/" in r.url] == ["GET", "PUT"]
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        ("unavailable", "no Azure credential is available"),
+        ("refused", "Azure refused the credentials"),
+    ],
+)
+def test_missing_or_refused_credentials_are_final_and_say_how_to_log_in(
+    cloud: AzureMLPlatform, error: str, words: str
+) -> None:
+    from azure.core.exceptions import ClientAuthenticationError
+    from azure.identity import CredentialUnavailableError
+
+    class NoCredential(FakeCredential):
+        def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
+            if error == "unavailable":
+                raise CredentialUnavailableError("EnvironmentCredential: not configured")
+            raise ClientAuthenticationError("AADSTS7000215: Invalid client secret provided")
+
+    with pytest.raises(SubmitError) as refused:
+        backend_on(cloud, credential=NoCredential()).submit(job(), SETTINGS)
+    assert not isinstance(refused.value, TransientError)
+    assert words in str(refused.value)
+    assert "az login" in str(refused.value)
+    assert not cloud.transport.requests
+
+
+def test_the_sdk_missing_says_which_extra_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crosstrain.adaptors import azure
+
+    monkeypatch.setitem(sys.modules, "azure.ai.ml", None)
+    with pytest.raises(MissingDependency, match=r"pip install 'crosstrain\[azureml\]'"):
+        azure.ml()
+
+
+@pytest.mark.parametrize(
+    ("make", "accepted"),
+    [
+        (lambda: ServiceRequestError("connection refused"), False),
+        (lambda: ServiceResponseError("read timed out"), None),
+        (lambda: IncompleteReadError("cut short"), None),
+        (lambda: _http_error(503), False),
+        (lambda: _http_error(429), False),
+        (lambda: _http_error(500), None),
+        (lambda: _http_error(504), None),
+        (lambda: _http_error(400), "final"),
+        (lambda: _http_error(404), "final"),
+        (lambda: _http_error(409), "final"),
+    ],
+    ids=["request", "response", "incomplete", "503", "429", "500", "504", "400", "404", "409"],
+)
+def test_the_adaptor_maps_azure_errors_to_the_three_kinds(make: Callable[[], Exception], accepted: Any) -> None:
+    from crosstrain.adaptors import azure
+
+    mapped = azure.translate(make(), "PUT job")
+    assert isinstance(mapped, SubmitError)
+    if accepted == "final":
+        assert not isinstance(mapped, TransientError)
+    else:
+        assert isinstance(mapped, TransientError)
+        assert mapped.accepted is accepted
+    assert "PUT job" in str(mapped)
+    assert azure.translate(KeyError("a bug"), "PUT job").__class__ is KeyError  # a bug stays a bug
+
+
+def _http_error(status: int) -> Exception:
+    from azure.core.exceptions import HttpResponseError
+
+    from tests.backends.azureml_cloud import _response
+
+    request = HttpRequest("PUT", "https://management.azure.com/x")
+    headers = {"Retry-After": "3"} if status == 429 else {}
+    return HttpResponseError(response=_response(request, status, {"error": {"message": "m"}}, headers))
+
+
+def test_a_429_carries_the_services_retry_after() -> None:
+    from crosstrain.adaptors import azure
+
+    mapped = azure.translate(_http_error(429), "PUT job")
+    assert isinstance(mapped, TransientError)
+    assert mapped.retry_after == 3
+
+
+@pytest.mark.parametrize("failure", ["job failed", "service unavailable", None])
+def test_logs_are_what_the_sdk_streams(failure: str | None) -> None:
+    """`MLClient.jobs.stream` prints the logs and raises `JobException` when the job failed: the lines count,
+    the failure is the state's to report; any other error is crosstrain's."""
+    from azure.ai.ml.exceptions import JobException
+
+    from crosstrain.adaptors import azure
+
+    class Jobs:
+        def stream(self, name: str) -> None:
+            print(f"{name}: epoch 1")
+            if failure == "job failed":
+                raise JobException(message="the job failed", no_personal_data_message="the job failed")
+            if failure == "service unavailable":
+                raise _http_error(503)
+
+    class Client:
+        jobs = Jobs()
+
+    if failure == "service unavailable":
+        with pytest.raises(TransientError):
+            azure.stream_logs(Client(), "job-1")
+    else:
+        assert azure.stream_logs(Client(), "job-1") == ["job-1: epoch 1"]
 
 
 @pytest.mark.parametrize("native", sorted(STATE_MAP))
-def test_status_maps_every_azure_status(native: str) -> None:
-    cloud = FakeAzureML(statuses=(native,))
+def test_status_maps_every_azure_status(cloud: AzureMLPlatform, native: str) -> None:
     backend = backend_on(cloud)
     handle = backend.submit(job(), SETTINGS)
-    backend.status(handle)  # NotStarted
+    cloud.set_state(handle, native)
     status = backend.status(handle)
     assert (status.state, status.native_state) == (STATE_MAP[native], native)
 
 
-def test_status_polls_retry_transient_errors() -> None:
-    cloud = FakeAzureML(statuses=("Completed",))
+def test_the_state_map_is_the_sdks_job_status_enum() -> None:
+    from azure.ai.ml._restclient.arm_ml_service.models import JobStatus
+
+    assert set(STATE_MAP) == {status.value for status in JobStatus}
+
+
+def test_status_polls_retry_transient_errors(cloud: AzureMLPlatform) -> None:
     backend = backend_on(cloud)
     handle = backend.submit(job(), SETTINGS)
-    cloud.faults = [Fault("GET", "/jobs/", "503"), Fault("GET", "/jobs/", "connect")]
+    cloud.service.inject("get", "refuse", "error", "drop")
+    cloud.transport.unreachable("GET", "/jobs/")
     assert backend.wait(handle, poll_interval=0.01).state is JobState.SUCCEEDED
 
 
-def test_cancel_through_the_sdk() -> None:
-    cloud = FakeAzureML(statuses=("Running",))
+def test_cancel_through_the_sdk(cloud: AzureMLPlatform) -> None:
     backend = backend_on(cloud)
     handle = backend.submit(job(), SETTINGS)
     backend.cancel(handle)
     assert any(
-        r.method == "POST" and r.url.split("?")[0].endswith(f"/jobs/{handle.job_id}/cancel") for r in cloud.requests
+        r.method == "POST" and r.url.split("?")[0].endswith(f"/jobs/{handle.job_id}/cancel")
+        for r in cloud.transport.requests
     )
     with pytest.raises(JobFailed, match="CANCELLED"):
         backend.wait(handle, poll_interval=0.01)
 
 
-def test_handle_survives_a_new_process_shape() -> None:
-    from crosstrain.backends.base import JobHandle
-
-    cloud = FakeAzureML(statuses=("Completed",))
+def test_handle_survives_a_new_process_shape(cloud: AzureMLPlatform) -> None:
     handle = backend_on(cloud).submit(job(), SETTINGS)
     again = JobHandle.loads(str(handle))
     assert again == handle

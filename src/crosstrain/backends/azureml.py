@@ -1,10 +1,14 @@
 """`azureml`: Azure Machine Learning (v2) command jobs, with PyTorch, MPI or TensorFlow distribution.
 
-Render builds the ARM calls that `MLClient.jobs.create_or_update` makes for the same job (azure-ai-ml 1.35.2):
-an anonymous environment registration when the job names an image, then the job PUT. The job's name is the
-render-time identity and a PUT is create-or-update, so a retried submit never makes a second job. Submit
-sends exactly those calls through the MLClient's own authenticated ARM pipeline; status, cancel and logs use
-the public `MLClient.jobs` operations. Sources: ../shared/reference/azure.md (sections 1-5, 8, 9).
+Render builds the calls submit makes: a GET of the job by its name (the render-time identity), then the ARM
+calls that `MLClient.jobs.create_or_update` makes for the same job (azure-ai-ml 1.35.2): an anonymous
+environment registration when the job names an image, and the job PUT, which records the request's
+fingerprint in the job's `properties`. The job PUT is create-OR-UPDATE, so submit never sends it blind: the GET
+comes first, and a job found under the name is adopted if its fingerprint is this request's and refused
+(`IdentityConflict`) if not; only a 404 leads to the PUT. Submit sends exactly those calls through the
+MLClient's own authenticated ARM pipeline (via `crosstrain.adaptors.azure`, which maps azure-core's errors);
+status, cancel and logs use the public `MLClient.jobs` operations. Sources: ../shared/reference/azure.md
+(sections 1-5, 8, 9).
 
 Azure runs one image, one command and one VM size on every node; `instance_count` is the number of nodes and
 `process_count_per_instance` is per node (the SDK v1 `PyTorchConfiguration.process_count` was the total; the
@@ -17,6 +21,7 @@ import functools
 import hashlib
 import re
 import shlex
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -25,21 +30,26 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from crosstrain import catalog
+from crosstrain.adaptors import azure
 from crosstrain.backends.base import (
     Backend,
-    Ids,
     Capabilities,
     HttpCall,
+    Ids,
     JobHandle,
     JobState,
     JobStatus,
     Request,
     launcher_command,
 )
-from crosstrain.errors import Problem, TransientError
+from crosstrain.errors import Problem
 from crosstrain.settings import TargetSettings, setting
 
 if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
+    from azure.core.pipeline.transport import HttpTransport
+
+    from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
 
 #: The api-version azure-ai-ml 1.35.2 uses for command-job creates (azure.md 3, verified on the wire).
@@ -50,6 +60,8 @@ ARM = "https://management.azure.com"
 #: The name azure-ai-ml gives environments created from an image; the version is a digest of the image.
 ANONYMOUS_ENVIRONMENT = "CliV2AnonymousEnvironment"
 CLI_SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandJob.schema.json"
+#: The job property that records the request's fingerprint (`Job.properties` round-trips it).
+FINGERPRINT_PROPERTY = "crosstrain.fingerprint"
 
 #: Azure ML job statuses (`JobStatus` of the ARM API) -> the common state.
 STATE_MAP: Mapping[str, JobState] = {
@@ -477,9 +489,19 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
     )
 
-    def __init__(self, *, credential: Any = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.credential = credential  # None: DefaultAzureCredential at first use
+    def __init__(
+        self,
+        *,
+        transport: HttpTransport[Any, Any] | None = None,
+        credential: TokenCredential | None = None,
+        retry: RetryPolicy | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(retry=retry, environ=environ)
+        self.transport = transport  # None: azure-core's requests transport
+        self.credential = credential  # None: DefaultAzureCredential, asked for a token at the first call
+        self._clients: dict[tuple[str, str, str], Any] = {}
+        self._lock = threading.Lock()
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
@@ -490,7 +512,15 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         assert plan is not None  # render() refused the job otherwise
         identity = ids.identity
         workspace = workspace_path(settings)
-        calls: list[HttpCall] = []
+        job_url = f"{ARM}{workspace}/jobs/{identity}?api-version={API_VERSION}"
+        calls = [
+            HttpCall(
+                "GET",
+                job_url,
+                purpose="look for a job with this name first: adopt it if its fingerprint is this request's, "
+                "refuse if not; create only on 404 (the PUT below is create-or-update)",
+            )
+        ]
         notes: list[str] = []
         headers = {"Content-Type": "application/json"}
         if settings.environment:
@@ -538,7 +568,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             "distribution": _distribution(plan),
             "resources": resources,
             "tags": dict(job.labels),
-            "properties": {},
+            "properties": {FINGERPRINT_PROPERTY: ids.fingerprint},
             "isArchived": False,
         }
         if settings.compute:
@@ -558,10 +588,11 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         calls.append(
             HttpCall(
                 "PUT",
-                f"{ARM}{workspace}/jobs/{identity}?api-version={API_VERSION}",
+                job_url,
                 {"properties": properties},
                 headers,
-                purpose="create the command job; the name is fixed, so a repeated PUT finds the same job",
+                purpose="create the command job under its fixed name, with this request's fingerprint in its "
+                "properties; sent only when the GET found no job",
             )
         )
         if plan.nodes > 1 and plan.machine.gpu_count and not plan.machine.infiniband:
@@ -585,44 +616,60 @@ class AzureMLBackend(Backend[AzureMLSettings]):
 
     # -- submit (sends) ------------------------------------------------------------------------------------
     def _client(self, ref: Mapping[str, Any]) -> Any:
-        """An MLClient for the workspace; the credential is asked for a token only with the first call."""
-        ml = require_sdk("azure.ai.ml")
-        credential = self.credential
-        if credential is None:
-            credential = require_sdk("azure.identity").DefaultAzureCredential()
-        kwargs: dict[str, Any] = {"retry_total": 0}  # crosstrain.retry is the one retry policy
-        if self.transport is not None:
-            kwargs["transport"] = self.transport
-        return ml.MLClient(credential, ref["subscription_id"], ref["resource_group"], ref["workspace"], **kwargs)
+        """The workspace's MLClient (one per workspace and backend); nothing is sent until the first call."""
+        key = (str(ref["subscription_id"]), str(ref["resource_group"]), str(ref["workspace"]))
+        with self._lock:
+            if key not in self._clients:
+                self._clients[key] = azure.ml_client(
+                    self.credential, *key, timeout=self.retry.call_timeout, transport=self.transport
+                )
+            return self._clients[key]
 
     def send(self, request: Request) -> JobHandle:
-        settings = request.settings
-        ml = self._client(settings)
-        pipeline = ml.jobs.service_client_01_2025_preview  # the MLClient's authenticated ARM pipeline
-        code, answer = 0, dict[str, Any]()
-        for call in request.calls:
-            code, answer = self.retry.create(
-                functools.partial(_send, pipeline, call), dedupes=True, adopt=functools.partial(_adopt, pipeline, call)
+        """Look for the job by its name first; adopt it if this request made it, refuse if another did; else
+        register the environment (idempotent) and PUT the job, retried only where that cannot go wrong."""
+        settings = self.request_settings(request)
+        pipeline = self._client(settings.model_dump()).jobs.service_client_01_2025_preview  # its ARM pipeline
+        create = request.create
+        reads = [call for call in request.calls[:-1] if call.method == "GET"]
+        lookup = reads[0] if reads else HttpCall("GET", create.url)
+        where = f"Azure ML job {request.identity} in workspace {settings.workspace}"
+
+        def find() -> tuple[dict[str, Any], bool] | None:
+            found = _send(pipeline, lookup, missing_ok=True)
+            return None if found is None else (found[1], True)
+
+        existing = self.retry.poll(find)
+        if existing is None:
+            for call in request.calls[:-1]:
+                if call.method != "GET":  # the content-addressed environment PUT: repeating it changes nothing
+                    self.retry.poll(functools.partial(_send, pipeline, call))
+
+            def put() -> tuple[dict[str, Any], bool]:
+                sent = _send(pipeline, create)
+                assert sent is not None
+                return sent[1], sent[0] == 200  # 200: the PUT found the job (a concurrent submit made it)
+
+            existing = self.retry.create(
+                put, dedupes=self.capabilities.dedupes_create, find=find, identity=request.identity
             )
-        job_url = request.create.url
+        answer, adopted = existing
+        if adopted:  # a job this submit did not make (or cannot tell it made): only this request's may be adopted
+            self.check_same_request(request, fingerprint_of_job(answer), where)
         studio = ((answer.get("properties") or {}).get("services") or {}).get("Studio") or {}
+        ref = {**{key: getattr(settings, key) for key in WORKSPACE_KEYS}, "url": create.url}
         return JobHandle(
             "azureml",
             request.identity,
             request.identity,
-            console_url=studio.get("endpoint") or studio_url(settings, request.identity),
-            ref={
-                "subscription_id": settings["subscription_id"],
-                "resource_group": settings["resource_group"],
-                "workspace": settings["workspace"],
-                "url": job_url,
-            },
-            adopted=code == 200,
+            console_url=studio.get("endpoint") or studio_url(ref, request.identity),
+            ref=ref,
+            adopted=adopted,
         )
 
     def status(self, handle: JobHandle) -> JobStatus:
         ml = self._client(handle.ref)
-        job = _azure_call(lambda: ml.jobs.get(handle.job_id))
+        job = self.retry.poll(lambda: azure.call(lambda: ml.jobs.get(handle.job_id), f"read job {handle.job_id}"))
         native = str(getattr(job.status, "value", job.status) or "Unknown")
         state = STATE_MAP.get(native, JobState.UNKNOWN)
         message = f"see {handle.console_url}" if state in (JobState.FAILED, JobState.UNKNOWN) else ""
@@ -630,22 +677,23 @@ class AzureMLBackend(Backend[AzureMLSettings]):
 
     def cancel(self, handle: JobHandle) -> None:
         ml = self._client(handle.ref)
-        _azure_call(lambda: ml.jobs.begin_cancel(handle.job_id).result())
+        what = f"cancel job {handle.job_id}"
+        self.retry.poll(lambda: azure.call(lambda: ml.jobs.begin_cancel(handle.job_id).result(), what))
 
     def logs(self, handle: JobHandle) -> Iterator[str]:
         """The job's output as `az ml job stream` shows it; ends when the job ends."""
-        import contextlib
-        import io
+        yield from azure.stream_logs(self._client(handle.ref), handle.job_id)
 
-        ml = self._client(handle.ref)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            try:
-                ml.jobs.stream(handle.job_id)
-            except Exception as exc:  # stream raises when the job failed; the state says that, not the logs
-                if not type(exc).__name__ == "JobException":
-                    raise _translate(exc) from exc
-        yield from out.getvalue().splitlines()
+
+#: The settings that name the workspace, as a handle keeps them.
+WORKSPACE_KEYS = ("subscription_id", "resource_group", "workspace")
+
+
+def fingerprint_of_job(job: Mapping[str, Any]) -> str | None:
+    """The fingerprint crosstrain recorded on a job (ARM JSON), if any."""
+    properties = ((job.get("properties") or {}).get("properties")) or {}
+    value = properties.get(FINGERPRINT_PROPERTY)
+    return str(value) if value else None
 
 
 def studio_url(settings: Mapping[str, Any], name: str) -> str:
@@ -656,82 +704,30 @@ def studio_url(settings: Mapping[str, Any], name: str) -> str:
     return f"https://ml.azure.com/runs/{name}?wsid={wsid}"
 
 
-def require_sdk(module: str) -> Any:
-    from crosstrain.backends import require
-
-    return require(module, "azureml")
-
-
-def _send(pipeline: Any, call: HttpCall) -> tuple[int, dict[str, Any]]:
-    """One rendered call through the MLClient's pipeline; errors become crosstrain's retry vocabulary."""
-    from azure.core.rest import HttpRequest
-
-    http = HttpRequest(call.method, call.url, json=call.body, headers=dict(call.headers))
-    response = _azure_call(lambda: pipeline.send_request(http))
-    _raise_for_status(response, call)
+def _send(pipeline: Any, call: HttpCall, *, missing_ok: bool = False) -> tuple[int, dict[str, Any]] | None:
+    """One rendered call, unchanged, through the MLClient's pipeline; None for a 404 if `missing_ok`."""
+    what = f"{call.method} {call.url.split('?')[0]}"
+    http = azure.http_request(call.method, call.url, call.body, dict(call.headers))
+    response = azure.call(lambda: pipeline.send_request(http), what)
+    if response.status_code == 404 and missing_ok:
+        return None
+    azure.raise_for_status(response, what)
     try:
         body = response.json()
     except ValueError:
         body = {}
-    return response.status_code, body if isinstance(body, dict) else {}
-
-
-def _adopt(pipeline: Any, call: HttpCall) -> tuple[int, dict[str, Any]] | None:
-    """After a PUT whose answer was lost: GET the resource; if it exists, the PUT was accepted."""
-    from azure.core.rest import HttpRequest
-
-    response = _azure_call(lambda: pipeline.send_request(HttpRequest("GET", call.url)))
-    if response.status_code == 404:
-        return None
-    _raise_for_status(response, call)
-    return 200, response.json()
-
-
-def _raise_for_status(response: Any, call: HttpCall) -> None:
-    from crosstrain.retry import error_for_status  # tenacity stays off the render path
-
-    code = response.status_code
-    if code < 400:
-        return
-    try:
-        detail = (response.json().get("error") or {}).get("message", "")
-    except (ValueError, AttributeError):
-        detail = response.text()[:300] if callable(getattr(response, "text", None)) else ""
-    message = f"{code} from {call.method} {call.url.split('?')[0]}: {detail}".rstrip(": ")
-    error = error_for_status(code, message, response.headers.get("Retry-After"))
-    assert error is not None  # code >= 400
-    raise error
-
-
-def _azure_call(fn: Any) -> Any:
-    try:
-        return fn()
-    except Exception as exc:
-        raise _translate(exc) from exc
-
-
-def _translate(exc: Exception) -> Exception:
-    """azure-core's exceptions -> crosstrain's (by class name, so nothing imports azure.core here)."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if "ServiceRequestError" in names:  # the request never reached the service
-        return TransientError(f"could not reach Azure: {exc}", accepted=False)
-    if "ServiceResponseError" in names:  # sent, but the answer was lost
-        return TransientError(f"no answer from Azure: {exc}", accepted=None)
-    if "HttpResponseError" in names:
-        from crosstrain.retry import error_for_status
-
-        code = getattr(exc, "status_code", None) or 400
-        response = getattr(exc, "response", None)
-        after = response.headers.get("Retry-After") if response is not None else None
-        return error_for_status(code, f"{code} from Azure: {exc}", after) or exc
-    return exc
+    return int(response.status_code), body if isinstance(body, dict) else {}
 
 
 # -- the CLI v2 YAML form ----------------------------------------------------------------------------------
 def cli_yaml(request: Request) -> dict[str, Any]:
     """The rendered job as Azure ML CLI v2 YAML (`az ml job create -f`), derived from the request itself."""
     props = request.create.body["properties"]
-    images = {c.url.split("?")[0].removeprefix(ARM): c.body["properties"]["image"] for c in request.calls[:-1]}
+    images = {
+        c.url.split("?")[0].removeprefix(ARM): c.body["properties"]["image"]
+        for c in request.calls[:-1]
+        if c.method == "PUT" and "image" in ((c.body or {}).get("properties") or {})
+    }
     env_id = props["environmentId"]
     if env_id in images:
         environment: Any = {"image": images[env_id]}
@@ -787,4 +783,6 @@ def cli_yaml(request: Request) -> dict[str, Any]:
         out["identity"] = {"type": kind, **({"client_id": identity["clientId"]} if "clientId" in identity else {})}
     if props["tags"]:
         out["tags"] = dict(props["tags"])
+    if props.get("properties"):
+        out["properties"] = dict(props["properties"])
     return out
