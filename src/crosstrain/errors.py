@@ -118,7 +118,7 @@ class IdentityConflict(SubmitError):
         super().__init__(
             f"a job with identity {identity} exists ({where}), made from a different request: its fingerprint "
             f"is {found or 'missing (not made by this version of crosstrain)'}, this request's is {wanted}. "
-            f"Nothing was created. To run this request, {fix}"
+            f"This request does not run. To run it, {fix}"
         )
         self.identity, self.wanted, self.found = identity, wanted, found
 

@@ -55,9 +55,8 @@ _JOB = re.compile(rf"^(?P<job>{_WORKSPACE}/jobs/(?P<name>[^/]+))(?P<cancel>/canc
 _ENVIRONMENT = re.compile(rf"^{_WORKSPACE}/environments/[^/]+/versions/[^/]+$")
 
 TERMINAL = ("Completed", "Failed", "Canceled", "NotResponding")
-#: The statuses of Azure ML's `JobStatus` (the ARM API's enum, as azure-ai-ml ships it) but "Unknown", which
-#: the API documents as "not mapped to any other status": a job reports it, crosstrain maps it to UNKNOWN.
-NATIVE_STATES = tuple(status.value for status in JobStatus if status is not JobStatus.UNKNOWN)
+#: The statuses of Azure ML's `JobStatus` (the ARM API's enum, as azure-ai-ml ships it).
+NATIVE_STATES = tuple(status.value for status in JobStatus)
 
 
 class FakeCredential:
@@ -277,6 +276,8 @@ class AzureMLPlatform(LoopbackPlatform):
 
     settings = {**WORKSPACE, "compute": "gpu-cluster"}
     native_states = NATIVE_STATES
+    # "not mapped to any other status", as the API documents it: crosstrain maps it to UNKNOWN.
+    unspecified_states = (JobStatus.UNKNOWN.value,)
 
     def __init__(
         self,

@@ -641,7 +641,7 @@ def test_a_different_request_under_a_taken_name_is_refused_before_anything_is_se
     assert refused.value.found == first.fingerprint
     assert [r.method for r in cloud.transport.requests[sent:]] == ["GET"]  # no environment PUT, no job PUT
     assert "--run-id new" in str(refused.value)
-    assert "Nothing was created" in str(refused.value)
+    assert "This request does not run" in str(refused.value)
 
 
 def test_a_job_made_elsewhere_under_the_name_is_not_adopted(cloud: AzureMLPlatform) -> None:

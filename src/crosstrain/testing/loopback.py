@@ -130,6 +130,7 @@ class LoopbackService(ABC):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out apart: without this each call waits for an ACK
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
@@ -196,6 +197,8 @@ class LoopbackPlatform(ABC):
     settings: Mapping[str, Any]
     #: The native states the platform's API defines (from its SDK's enum), for the state-mapping check.
     native_states: tuple[str, ...] = ()
+    #: Those that say only that no other state applies (Azure ML's "Unknown"): they map to UNKNOWN.
+    unspecified_states: tuple[str, ...] = ()
 
     @abstractmethod
     def backend(self) -> Backend[Any]:
