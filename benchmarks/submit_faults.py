@@ -2,10 +2,11 @@
 
 Per backend: 200 submits (each its own identity) with randomly scheduled faults on the create and on the read
 inside submit; 20 rounds of two concurrent submits of one spec; 20 late creates (the service answers 504 and
-creates the job 1-10 s later). Then, per identity, the jobs the platform holds. It prints, per backend: submits,
-the most jobs alive for one identity, duplicates cancelled, false failures (submit failed although a job exists),
-lost jobs (a job exists that submit neither returned nor said may exist), and true failures (submit failed and
-no job exists: every attempt was refused). Goal: at most one live job per identity, 0 false failures, 0 lost.
+creates the job 1-10 s later). Then, per identity, the jobs the platform holds. It prints, per backend:
+submits, the most jobs alive for one identity, duplicates cancelled, false failures (submit failed although a
+job exists), lost jobs (a job exists that submit neither returned nor said may exist), true failures (submit
+failed and no job exists: every attempt was refused), and the faults the platform played.
+Goal: at most one live job per identity, 0 false failures, 0 lost.
 
     python benchmarks/submit_faults.py [--submits 200] [--rounds 20] [--late 20] [--seed 1] [--json] [BACKEND...]
 """
@@ -68,6 +69,7 @@ class Tally:
     false_failures: int = 0
     lost: int = 0
     failures: int = 0
+    faults_played: int = 0
     seconds: float = 0.0
 
     def count(self, platform: LoopbackPlatform, outcomes: list[Outcome]) -> None:
@@ -119,6 +121,9 @@ def run_backend(name: str, args: argparse.Namespace) -> Tally:
     tally = Tally()
     started = time.monotonic()
     with factory() as platform:
+        service = service_of(platform)
+        service.slow_seconds = 2.0  # above the client's timeout: the client gives up and resends
+
         # 1. Faulted submits, a few at a time; faults are drawn per submit and land on whichever calls come next.
         def faulted(index: int) -> Outcome:
             if rng.random() < args.fault_rate:
@@ -132,7 +137,6 @@ def run_backend(name: str, args: argparse.Namespace) -> Tally:
         with ThreadPoolExecutor(4) as pool:
             outcomes = list(pool.map(faulted, range(args.submits)))
 
-        service = service_of(platform)
         service.faults.clear()  # faults that no call met are not carried into the next part
 
         # 2. Two concurrent submits of one spec, round after round.
@@ -151,6 +155,7 @@ def run_backend(name: str, args: argparse.Namespace) -> Tally:
             outcomes += list(pool.map(lambda spec: submit(platform, spec, settle=12.0), late))
         platform.settle()
         tally.count(platform, outcomes)
+        tally.faults_played = sum(service.played.values())
     tally.seconds = round(time.monotonic() - started, 1)
     return tally
 

@@ -213,6 +213,10 @@ class DatabricksPlatform(LoopbackPlatform):
         # The read inside submit and the polls are both runs/get: a fault scripted now plays on the next one.
         self.workspace.inject({"submit-read": "get", "poll": "get"}.get(operation, operation), fault)
 
+    @property
+    def service(self) -> DatabricksWorkspace:
+        return self.workspace
+
     def live_jobs(self, identity: str) -> list[str]:
         with self.workspace.lock:
             return [

@@ -239,6 +239,9 @@ class VertexPlatform(LoopbackPlatform):
         jobs = self.service.with_identity(identity)
         return [job["name"].rsplit("/", 1)[1] for job in jobs if job["state"] not in CANCELLED]
 
+    def all_jobs(self, identity: str) -> list[str]:
+        return [job["name"].rsplit("/", 1)[1] for job in self.service.with_identity(identity)]
+
     def set_state(self, handle: JobHandle, native: str) -> None:
         self.service.set_state(handle.ref["name"], native)
 

@@ -23,7 +23,7 @@ import json
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -66,6 +66,7 @@ class LoopbackService(ABC):
         self.lock = threading.RLock()
         self.faults: dict[str, deque[str]] = {}
         self.received: list[Call] = []
+        self.played: Counter[str] = Counter()  # faults played, by kind
         self.slow_seconds = slow_seconds
         self.late_seconds = late_seconds
         self.late: list[threading.Timer] = []
@@ -100,6 +101,8 @@ class LoopbackService(ABC):
             operation = self.operation(call)
             queue = self.faults.get(operation)
             fault = queue.popleft() if queue else None
+            if fault:
+                self.played[fault] += 1
         injected = {"refuse": 503, "rate-limit": 429, "error": 500, "invalid": 400}
         if fault in injected:
             return self.error(injected[fault], f"injected {fault} on {operation}")
