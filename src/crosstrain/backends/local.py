@@ -249,7 +249,7 @@ class LocalBackend(Backend[LocalSettings]):
             cwd=body["workdir"],
             base_env=inherited_environment(self.environ),
             timeout=body["timeout_seconds"],
-            grace=float(request.settings.get("grace_seconds", 10.0)),
+            grace=self.request_settings(request).grace_seconds,
             header=_header(request),
         )
         return JobHandle(
