@@ -162,25 +162,61 @@ class JobHandle:
 
     @classmethod
     def loads(cls, text: str) -> JobHandle:
+        """Read a handle back, within `inputs.HANDLE`'s limits; also takes the object `submit --json` prints.
+        Anything else is a `SpecError` naming the field, before any backend is created."""
+        from crosstrain import inputs
+        from crosstrain.backends import entries, get_backend_class
+        from crosstrain.errors import MissingDependency, UnknownBackend
+
+        fix = "pass the line `crosstrain submit` printed, or the file it was saved to"
+
+        def bad(path: str, message: str, hint: str = fix) -> SpecError:
+            return SpecError([Problem(path, message, hint)], headline="invalid job handle")
+
+        data: Any = None
+        for _ in range(2):  # a handle, or `submit --json`'s object holding one under "handle"
+            try:
+                data = inputs.parse_json(text, inputs.HANDLE, None)
+            except inputs.NotJSON as exc:
+                raise bad("handle", f"not JSON ({inputs.cut(str(exc), 80)}): {inputs.excerpt(text.strip())}") from None
+            if isinstance(data, dict) and isinstance(data.get("handle"), str):
+                text = data["handle"]
+                continue
+            break
+        if not isinstance(data, dict):
+            kind = "null" if data is None else type(data).__name__
+            raise bad("handle", f"a handle is a JSON object, not {kind}: {inputs.excerpt(text.strip())}")
+        for key, limit in (("target", 64), ("identity", 1024), ("job_id", 1024), ("console_url", 4096)):
+            if key not in data:
+                if key == "console_url":
+                    continue
+                raise bad(f"handle.{key}", "missing")
+            value = data[key]
+            if not isinstance(value, str) or (not value and key != "console_url"):
+                raise bad(f"handle.{key}", f"must be a non-empty string, not {inputs.excerpt(value)}")
+            if len(value) > limit:
+                raise bad(f"handle.{key}", f"longer than {limit:,} characters: {inputs.excerpt(value)}")
+        ref = data.get("ref")
+        if ref is not None and not isinstance(ref, dict):
+            raise bad("handle.ref", f"must be a JSON object, not {inputs.excerpt(ref)}")
         try:
-            data = json.loads(text)
-            return cls(
-                data["target"],
-                data["identity"],
-                data["job_id"],
-                data.get("console_url", ""),
-                data.get("ref") or {},
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SpecError(
-                [
-                    Problem(
-                        "handle",
-                        f"not a crosstrain job handle: {exc}",
-                        "pass the line `crosstrain submit` printed, or the file it was saved to",
-                    )
-                ]
+            backend = get_backend_class(data["target"])
+        except UnknownBackend:
+            known = ", ".join(sorted(entries()))
+            raise bad(
+                "handle.target", f"unknown target {inputs.excerpt(data['target'])}", f"use one of {known}"
             ) from None
+        except MissingDependency:
+            pass  # using the handle says which package to install
+        else:
+            for field_name, expected in backend.handle_ref.items():
+                value = (ref or {}).get(field_name)
+                if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
+                    got = "missing" if value is None else f"not {inputs.excerpt(value)}"
+                    raise bad(
+                        f"handle.ref.{field_name}", f"{data['target']} needs {field_name}: a {_kind(expected)}, {got}"
+                    )
+        return cls(data["target"], data["identity"], data["job_id"], data.get("console_url", ""), ref or {})
 
     def _backend(self) -> Backend[Any]:
         from crosstrain.backends import create_backend
@@ -203,6 +239,10 @@ class JobHandle:
         from crosstrain.display import handle_html
 
         return handle_html(self)
+
+
+def _kind(kind: type) -> str:
+    return {str: "string", int: "whole number", dict: "JSON object", list: "list"}.get(kind, kind.__name__)
 
 
 @dataclass(frozen=True)
@@ -333,6 +373,9 @@ class Backend(ABC, Generic[S]):
     capabilities: ClassVar[Capabilities]
     formats: ClassVar[tuple[str, ...]] = ("json",)
     extra: ClassVar[str | None] = None  # the pip extra submit needs, for install hints
+    #: The keys a handle's `ref` needs and their types, checked by `JobHandle.loads`: a hand-edited or cut
+    #: handle is refused naming the key (exit 2), instead of failing inside the backend.
+    handle_ref: ClassVar[Mapping[str, type]] = {}
     identity_max_len: ClassVar[int] = 63  # the longest identity the platform's name or label takes
     #: How to free an identity whose job was made from another request, besides a new run id.
     conflict_fix: ClassVar[str] = "submit with --run-id new (or another run_id)"

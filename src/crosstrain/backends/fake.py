@@ -122,6 +122,7 @@ class FakeBackend(Backend[FakeSettings]):
     """Runs nothing; keeps jobs as files. Example: `crosstrain submit job.yaml --target fake --wait`."""
 
     name = "fake"
+    handle_ref = {"url": str}
     title = "Fake cloud (local directory)"
     settings_model = FakeSettings
     capabilities = Capabilities(

@@ -136,6 +136,7 @@ class LocalBackend(Backend[LocalSettings]):
     """This machine. Example: `crosstrain run job.yaml --local --emulate vertex`."""
 
     name = "local"
+    handle_ref = {"outcome": dict}
     title = "This machine (a local multi-node cluster of processes)"
     settings_model = LocalSettings
     extra = "runtime"
