@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.backends import create_backend, entries
+from crosstrain.backends import create_backend, entries, get_backend_class
 from crosstrain.backends.base import CREDENTIAL_HEADERS
 from crosstrain.errors import Problem, SpecError, UnknownBackend
 from crosstrain.loader import job_from_dict, load_job
@@ -84,21 +84,27 @@ def submit(
     run_id: str | None = None,
     **settings: Any,
 ) -> JobHandle:
-    """Send a job (or an already rendered, possibly edited, `Request`) and return its handle."""
+    """Send a job (or an already rendered, possibly edited, `Request`) and return its handle.
+
+    A request is sent as it is: `settings` then say where this machine sends credentials (e.g.
+    `host="https://..."`, over the environment), and a request that points elsewhere is refused.
+    """
     from crosstrain.backends.base import Request
 
     if isinstance(job, Request):
-        if settings or run_id or (target and target != job.target):
+        binding = get_backend_class(job.target).binding_settings
+        if run_id or (target and target != job.target) or set(settings) - set(binding):
+            where = f" (with a request, settings say only where it may go: {', '.join(binding)})" if binding else ""
             raise SpecError(
                 [
                     Problem(
                         "request",
                         "a rendered request is sent as it is",
-                        "render again with the settings you want",
+                        f"render again with the settings you want{where}",
                     )
                 ]
             )
-        return create_backend(job.target).send(job)
+        return create_backend(job.target, **({"settings": settings} if settings else {})).send(job)
     spec = with_run_id(load_job(job), run_id)
     name = choose_target(spec, target)
     return create_backend(name).submit(spec, target_settings(name, job, settings))

@@ -83,6 +83,21 @@ def _run_id_arg(p: argparse.ArgumentParser) -> None:
 
 def _handle_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("handle", help="what `crosstrain submit` printed: the text itself, a file holding it, or -")
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="where this machine sends credentials (e.g. host=https://..., project=...), over the environment; "
+        "the handle must match it (repeatable)",
+    )
+
+
+def _handle_settings(args: argparse.Namespace) -> dict[str, Any]:
+    from crosstrain.settings import parse_assignments
+
+    return dict(parse_assignments(args.settings))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -257,7 +272,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from crosstrain.backends.base import Request
 
     if isinstance(loaded, Request):
-        handle = api.submit(loaded)
+        handle = api.submit(loaded, **_handle_settings(args))  # --set: what the request must match
     else:
         job = api.with_run_id(loaded, args.run_id)
         target = api.choose_target(job, _target(args))
@@ -310,12 +325,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     return ExitCode.OK if status.state.value == "SUCCEEDED" else ExitCode.JOB_FAILED
 
 
-def _wait(handle: Any, timeout: float | None, poll: float, as_json: bool) -> int:
+def _wait(
+    handle: Any, timeout: float | None, poll: float, as_json: bool, settings: dict[str, Any] | None = None
+) -> int:
     _say(f"waiting for {handle.identity}...")
     try:
-        status = handle.wait(timeout, poll_interval=poll)
+        status = handle.wait(timeout, poll_interval=poll, **(settings or {}))
     except (JobFailed, WaitTimeout) as exc:
-        status = handle.status()
+        status = handle.status(**(settings or {}))
         if as_json:
             _print_json({"identity": handle.identity, **status.to_dict(), "error": str(exc)})
         _say(str(exc))
@@ -328,7 +345,7 @@ def _wait(handle: Any, timeout: float | None, poll: float, as_json: bool) -> int
 
 def cmd_status(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
-    status = handle.status()
+    status = handle.status(**_handle_settings(args))
     if args.json:
         _print_json({"identity": handle.identity, "target": handle.target, **status.to_dict()})
     else:
@@ -337,12 +354,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    return _wait(_load_handle(args.handle), args.timeout, args.poll, args.json)
+    return _wait(_load_handle(args.handle), args.timeout, args.poll, args.json, _handle_settings(args))
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
-    handle.cancel()
+    handle.cancel(**_handle_settings(args))
     if args.json:
         _print_json({"identity": handle.identity, "cancelled": True})
     _say(f"asked {handle.target} to cancel {handle.identity}")
@@ -351,7 +368,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
-    lines = handle.logs()
+    lines = handle.logs(**_handle_settings(args))
     if args.json:
         _print_json({"identity": handle.identity, "lines": list(lines)})
     else:

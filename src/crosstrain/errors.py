@@ -81,6 +81,16 @@ class UsageError(CrosstrainError):
     exit_code = ExitCode.INVALID
 
 
+class NotConfigured(SpecError):
+    """A handle or a rendered request points at a host, endpoint, workspace or project this machine is not
+    configured for. Refused before any credential is loaded: handles and request files travel between CI steps
+    and machines, so where credentials go is what the user configured, never what a file says."""
+
+    def __init__(self, what: str, problems: Iterable[Problem]) -> None:
+        self.headline = f"the {what} points where this machine is not configured to send credentials; nothing was sent"
+        super().__init__(problems)
+
+
 class UnknownBackend(CrosstrainError, LookupError):
     exit_code = ExitCode.INVALID
 

@@ -11,7 +11,9 @@ it only if its `crosstrain-id` label is this identity and its `crosstrain-fp` la
 (a job made from another request is an `IdentityConflict`, and nothing is created).
 
 Requests go over REST with google-auth's `AuthorizedSession`, through `crosstrain.adaptors.google_rest`
-(imported only when something is sent), which maps every failure to crosstrain's three kinds.
+(imported only when something is sent), which maps every failure to crosstrain's three kinds. A handle or a
+request from a file goes only to Google's endpoints (ml.googleapis.com, ml.mtls.googleapis.com) or the
+configured `endpoint`, in the configured project where one is set, checked before credentials are loaded.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import re
 import shlex
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from crosstrain import catalog
 from crosstrain.adaptors import google_rest
@@ -43,6 +45,8 @@ from crosstrain.backends.base import (
     JobState,
     JobStatus,
     Request,
+    origin_of,
+    shown,
 )
 from crosstrain.errors import Problem, SubmitError
 from crosstrain.settings import TargetSettings, setting
@@ -82,6 +86,9 @@ _POOL_FIELDS = {
     "parameter_servers": ("parameterServerType", "parameterServerCount", "parameterServerConfig"),
     "evaluators": ("evaluatorType", "evaluatorCount", "evaluatorConfig"),
 }
+#: Google's own API roots: where Google credentials may always go.
+GOOGLE_ENDPOINTS = ("https://ml.googleapis.com", "https://ml.mtls.googleapis.com")
+_JOBS_PATH = re.compile(r"/v1/projects/(?P<project>[^/]+)/jobs(?:/(?P<job>[^/:]+))?")
 
 
 class AIPlatformSettings(TargetSettings):
@@ -111,6 +118,14 @@ class AIPlatformSettings(TargetSettings):
         description="API root (https://ml.mtls.googleapis.com for mTLS).",
         env=("CROSSTRAIN_AIPLATFORM_ENDPOINT",),
     )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        # Google credentials go to this host: it must be a plain http(s) URL.
+        if origin_of(value) is None:
+            raise ValueError("the endpoint is not an http(s) URL such as https://ml.googleapis.com")
+        return value
 
 
 def job_id(identity: str) -> str:
@@ -282,6 +297,67 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         )
 
     # -- submit (sends) ------------------------------------------------------------------------------------
+    # -- where credentials may go -------------------------------------------------------------------------
+    binding_settings = ("endpoint", "project")
+
+    def _url_problems(self, url: Any, path: str, what: str, *, job: bool) -> list[Problem]:
+        """Whether `url` is on Google's or the configured endpoint, in the configured project if one is set."""
+        configured = self.configured()
+        mine = origin_of(configured.get("endpoint"))  # validated: None only where none is configured
+        allowed = [*GOOGLE_ENDPOINTS, *([mine] if mine else [])]
+        origin = origin_of(url)
+        parts = _JOBS_PATH.search(urlsplit(url).path) if isinstance(url, str) and origin else None
+        if origin is None or parts is None or bool(parts["job"]) != job:
+            form = "<endpoint>/v1/projects/<project>/jobs" + ("/<jobId>" if job else "")
+            return [
+                Problem(path, f"{shown(url)} is not an AI Platform {form} URL", f"use the {what} as crosstrain made it")
+            ]
+        problems = []
+        if origin not in allowed:
+            problems.append(
+                Problem(
+                    path,
+                    f"the {what} sends to {origin}, which is neither Google's endpoint nor the configured one "
+                    f"({', '.join(dict.fromkeys(allowed))})",
+                    f"if {origin} is your endpoint, set CROSSTRAIN_AIPLATFORM_ENDPOINT={origin} (or pass --set "
+                    f"endpoint={origin}); else use a {what} made for ml.googleapis.com",
+                )
+            )
+        project = unquote(parts["project"])
+        if "project" in configured and project != configured["project"]:
+            problems.append(
+                Problem(
+                    path,
+                    f"the {what} is for project {project!r}, this machine is configured for {configured['project']!r}",
+                    f"pass --set project={project} (or set GOOGLE_CLOUD_PROJECT) if that project is meant",
+                )
+            )
+        return problems
+
+    def handle_problems(self, handle: JobHandle) -> list[Problem]:
+        url = handle.ref.get("url")
+        problems = self._url_problems(url, "handle.ref.url", "handle", job=True)
+        project = handle.ref.get("project")
+        parts = _JOBS_PATH.search(urlsplit(url).path) if isinstance(url, str) and not problems else None
+        if parts and project is not None and project != unquote(parts["project"]):
+            problems.append(
+                Problem(
+                    "handle.ref.project",
+                    f"{shown(project)} is not the project of the handle's URL",
+                    "use the handle as made",
+                )
+            )
+        return problems
+
+    def request_problems(self, request: Request) -> list[Problem]:
+        return [
+            problem
+            for i, call in enumerate(request.calls)
+            for problem in self._url_problems(
+                call.url, f"request.calls[{i}].url", "request", job=call is not request.create
+            )
+        ]
+
     def _client(self) -> requests.Session:
         """The injected session (tests), or an AuthorizedSession with Application Default Credentials."""
         if self.session is None:
@@ -295,6 +371,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         return google_rest.json_of(self._call("GET", url))
 
     def send(self, request: Request) -> JobHandle:
+        self.check_request(request)
         settings = self.request_settings(request)
         call = request.create
         body = call.body
@@ -317,13 +394,15 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         _, adopted = self.retry.create(
             create, dedupes=self.capabilities.dedupes_create, find=find, identity=request.identity
         )
-        return JobHandle(
-            self.name,
-            request.identity,
-            body["jobId"],
-            console_url=f"https://console.cloud.google.com/ai-platform/jobs/{body['jobId']}?project={settings.project}",
-            ref={"url": job_url, "project": settings.project},
-            adopted=adopted,
+        return self.issue(
+            JobHandle(
+                self.name,
+                request.identity,
+                body["jobId"],
+                console_url=f"https://console.cloud.google.com/ai-platform/jobs/{body['jobId']}?project={settings.project}",
+                ref={"url": job_url, "project": settings.project},
+                adopted=adopted,
+            )
         )
 
     def _check_ours(self, request: Request, job: dict[str, Any], where: str) -> None:
@@ -340,11 +419,13 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         self.check_same_request(request, found.get(FINGERPRINT_LABEL), where)
 
     def status(self, handle: JobHandle) -> JobStatus:
+        self.check_handle(handle)
         job = self._get(handle.ref["url"])
         native = str(job.get("state", "STATE_UNSPECIFIED"))
         return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, str(job.get("errorMessage", "")))
 
     def cancel(self, handle: JobHandle) -> None:
+        self.check_handle(handle)
         url = f"{handle.ref['url']}:cancel"
 
         def cancel_once() -> None:
@@ -357,6 +438,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
 
     def logs(self, handle: JobHandle) -> Iterator[str]:
         """Where the logs are: AI Platform writes them to Cloud Logging under the `ml_job` resource."""
+        self.check_handle(handle)
         query = f'resource.type="ml_job"\nresource.labels.job_id="{handle.job_id}"'
         project = handle.ref.get("project", "")
         yield f"Cloud Logging filter: {' AND '.join(query.splitlines())}"

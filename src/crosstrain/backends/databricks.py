@@ -21,11 +21,14 @@ Mapping (facts and sources: ../shared/reference/databricks.md):
 * the identity is the `idempotency_token` (Databricks starts exactly one run per token and returns that run
   for a repeated one), and the request's fingerprint is the cluster tag `crosstrain_fingerprint`: after
   `runs/submit`, submit reads the run back and refuses (`IdentityConflict`) a run made from another request.
+* a handle or a request from a file is sent only to the workspace this machine configures (`--set host`,
+  `DATABRICKS_HOST`, else the host of the `~/.databrickscfg` profile), checked before any credential is loaded.
 """
 
 from __future__ import annotations
 
 import base64
+import configparser
 import hashlib
 import os
 import re
@@ -47,10 +50,12 @@ from crosstrain.backends.base import (
     JobState,
     JobStatus,
     Request,
+    origin_of,
+    shown,
 )
 from crosstrain.databricks_task import ENTRY_POINT, DistributorCall
 from crosstrain.errors import Problem, SubmitError
-from crosstrain.settings import TargetSettings, setting
+from crosstrain.settings import TargetSettings, redact, setting, url_credentials
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
@@ -136,7 +141,7 @@ class DatabricksSettings(TargetSettings):
         value = value.strip().rstrip("/")
         url = urlparse(value if "://" in value else f"https://{value}")
         if url.scheme not in ("http", "https") or not url.hostname or url.path not in ("", "/"):
-            raise ValueError(f"{value!r} is not a workspace URL such as https://dbc-1234.cloud.databricks.com")
+            raise ValueError(f"{redact(value)!r} is not a workspace URL such as https://dbc-1234.cloud.databricks.com")
         return f"{url.scheme}://{url.netloc}"
 
     @field_validator("workspace_dir")
@@ -492,11 +497,124 @@ class DatabricksBackend(Backend[DatabricksSettings]):
 
         key = (host, profile)
         if key not in self._clients:  # one per workspace: making one authenticates and probes the host
-            self._clients[key] = adaptor.workspace_client(host, profile=profile, timeout=self.retry.call_timeout)
+            self._clients[key] = adaptor.workspace_client(
+                host, profile=profile, timeout=self.retry.call_timeout, connect_timeout=self.retry.connect_timeout
+            )
         return self._clients[key]
 
+    # -- where credentials may go -------------------------------------------------------------------------
+    binding_settings = ("host", "profile")
+
+    def _workspace(self, profile: str | None) -> tuple[str | None, str]:
+        """The workspace this machine configures, and where that comes from: an injected client's host, else
+        `--set host`, `DATABRICKS_HOST`, else the host of the profile in ~/.databrickscfg (the configured
+        profile, else `profile`, else the file's default), as the Databricks SDK reads them."""
+        if self.client is not None:
+            return origin_of(str(self.client.config.host or "")), "the client crosstrain was given"
+        configured = self.configured()
+        if "host" in configured:
+            return configured["host"], ("--set host" if "host" in self.overrides else "DATABRICKS_HOST")
+        return self._profile_host(configured.get("profile") or profile)
+
+    def _profile_host(self, profile: str | None) -> tuple[str | None, str]:
+        """The host of `profile` (None: the default one) in the Databricks config file, as the SDK picks it."""
+        path = Path(self.environ.get("DATABRICKS_CONFIG_FILE") or "~/.databrickscfg").expanduser()
+        parser = configparser.ConfigParser(default_section="\0", interpolation=None)  # DEFAULT is a profile
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, UnicodeDecodeError, OSError):
+            return None, f"{path} (unreadable)"
+        if profile is None:
+            profile = parser.get("__settings__", "default_profile", fallback="").strip() or "DEFAULT"
+        host = parser.get(profile, "host", fallback="") if parser.has_section(profile) else ""
+        where = f"profile {profile} in {path}"
+        if not host:
+            return None, where
+        try:
+            return DatabricksSettings._host(host), where
+        except ValueError:
+            return None, where
+
+    def _binding_problems(self, host: Any, profile: Any, path: str, what: str) -> list[Problem]:
+        """Whether a handle's or a request's workspace is the configured one (and its profile is for it)."""
+        if not isinstance(profile, str | None):
+            return [Problem(f"{path}.profile", f"{shown(profile)} is not a profile name", "use the handle as made")]
+        found = origin_of(host)
+        if found is None:
+            secret = isinstance(host, str) and url_credentials(host)
+            return [
+                Problem(
+                    f"{path}.host",
+                    f"{shown(host)} " + ("carries credentials in the URL" if secret else "is not a workspace URL"),
+                    f"use the {what} as crosstrain made it (https://<workspace host>, no credentials in it)",
+                )
+            ]
+        problems = []
+        configured, source = self._workspace(profile)
+        fix = (
+            f"if {found} is your workspace, set DATABRICKS_HOST={found} (or pass --set host={found}, or use a "
+            f"~/.databrickscfg profile for it); else use a {what} made for your workspace"
+        )
+        if configured is None:
+            problems.append(
+                Problem(
+                    f"{path}.host",
+                    f"the {what} is for {found}, and this machine configures no workspace (no DATABRICKS_HOST, no "
+                    f"host in {source})",
+                    fix,
+                )
+            )
+        elif configured != found:
+            problems.append(
+                Problem(
+                    f"{path}.host",
+                    f"the {what} is for {found}, this machine is configured for {configured} ({source})",
+                    fix,
+                )
+            )
+        used = self._profile_for(profile)
+        if used is not None and configured == found and self.client is None:
+            profile_host, where = self._profile_host(used)
+            if profile_host is not None and profile_host != found:
+                problems.append(
+                    Problem(
+                        f"{path}.profile",
+                        f"{where} is for {profile_host}, not {found}: its credentials would go to another workspace",
+                        f"pass --set profile=<the profile of {found}>",
+                    )
+                )
+        return problems
+
+    def _profile_for(self, profile: str | None) -> str | None:
+        """The profile that authenticates: the configured one, else the one the handle or request names."""
+        configured = self.configured().get("profile") if self.client is None else None
+        return configured or profile
+
+    def handle_problems(self, handle: JobHandle) -> list[Problem]:
+        return self._binding_problems(handle.ref.get("host"), handle.ref.get("profile"), "handle.ref", "handle")
+
+    def request_problems(self, request: Request) -> list[Problem]:
+        settings = request.settings
+        problems = self._binding_problems(settings.get("host"), settings.get("profile"), "request.settings", "request")
+        host = origin_of(str(settings.get("host")))
+        for i, call in enumerate(request.calls):
+            if origin_of(call.url) != host:
+                problems.append(
+                    Problem(
+                        f"request.calls[{i}].url",
+                        f"{shown(call.url)} is not on the request's workspace {host}",
+                        "render the request again instead of editing its URLs",
+                    )
+                )
+        return problems
+
     def _handle_client(self, handle: JobHandle) -> WorkspaceClient:
-        return self._client(handle.ref["host"], handle.ref.get("profile"))
+        """The client for the handle's workspace, once it is known to be the configured one."""
+        self.check_handle(handle)
+        profile = handle.ref.get("profile")
+        if not self.is_issued(handle):
+            profile = self._profile_for(profile)
+        return self._client(handle.ref["host"], profile)
 
     def _safe_call(self, fn: Callable[[], T], what: str) -> T:
         """One SDK call that is safe to repeat (a read, a cancel, an upload), retried as a poll."""
@@ -510,8 +628,11 @@ class DatabricksBackend(Backend[DatabricksSettings]):
     def send(self, request: Request) -> JobHandle:
         from crosstrain.adaptors import databricks as adaptor
 
+        trusted = self.is_rendered(request)
+        self.check_request(request)
         settings = self.request_settings(request)
-        w = self._client(settings.host, settings.profile)
+        profile = settings.profile if trusted else self._profile_for(settings.profile)
+        w = self._client(settings.host, profile)
         jobs, workspace = adaptor.jobs(), adaptor.workspace()
         # The uploads are safe to repeat: mkdirs of a folder that exists succeeds, and the import path names
         # the content (identity + sha), so an overwrite writes the same bytes.
@@ -553,15 +674,17 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         tags = _cluster_tags(run)
         if tags is not None:  # a workspace that does not report the run's cluster leaves nothing to compare
             self.check_same_request(request, tags.get(FINGERPRINT_TAG), f"run {run_id} on {settings.host}")
-        return JobHandle(
-            self.name,
-            request.identity,
-            str(run_id),
-            console_url=run.run_page_url or "",
-            ref={"host": settings.host, "profile": settings.profile, "run_id": run_id},
-            # runs/submit answers a known token exactly as a new one ({"run_id": N}), and nothing on the run
-            # says which submit started it, so a re-submit that got the existing run cannot be told apart.
-            adopted=False,
+        return self.issue(
+            JobHandle(
+                self.name,
+                request.identity,
+                str(run_id),
+                console_url=run.run_page_url or "",
+                ref={"host": settings.host, "profile": profile, "run_id": run_id},
+                # runs/submit answers a known token exactly as a new one ({"run_id": N}), and nothing on the run
+                # says which submit started it, so a re-submit that got the existing run cannot be told apart.
+                adopted=False,
+            )
         )
 
     def status(self, handle: JobHandle) -> JobStatus:
