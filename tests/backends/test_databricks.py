@@ -77,6 +77,15 @@ def _golden_cases() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
             },
             {"host": "https://1234567890123456.7.gcp.databricks.com", "crosstrain_library": "image"},
         ),
+        "secrets-aws": (
+            {
+                "name": "with-secrets",
+                "command": "python -m trainer.main",
+                "primary": {"machine": "A10G:4"},
+                "env": {"HF_TOKEN": {"secret": "ml-scope/hf-token"}, "LOG_LEVEL": "info"},
+            },
+            AWS,
+        ),
         "spot-aws-volume": (
             {
                 "name": "spot-run",

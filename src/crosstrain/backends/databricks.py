@@ -12,6 +12,8 @@ Mapping (facts and sources: ../shared/reference/databricks.md):
   GPU cluster must be a GPU type too). A one-node job runs on a single-node cluster in local mode.
 * the workspace's cloud picks the catalog rows (`databricks-aws`, `-azure`, `-gcp`); it is read from the host
   name unless set.
+* a secret `env: {NAME: {secret: scope/key}}` becomes `{{secrets/scope/key}}` in `spark_env_vars`, which the
+  cluster resolves at start (the cluster owner needs READ on the scope); other stores are refused.
 * an image becomes `docker_image` (Databricks Container Services). Container Services does not run ML
   runtimes, so the runtime becomes the standard one of the same version, and the image must carry torch,
   CUDA and NCCL.
@@ -40,7 +42,7 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from crosstrain import __version__, catalog, uploads
+from crosstrain import __version__, catalog, secrets, uploads
 from crosstrain.backends.base import (
     Backend,
     Capabilities,
@@ -315,6 +317,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         logs=True,
         dedupes_create=True,
         launch_modes=frozenset({"auto", "per-process"}),
+        secret_stores=frozenset({"databricks"}),  # `{{secrets/scope/key}}` in spark_env_vars
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
 
@@ -330,7 +333,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
     def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
         problems = list(_Plan(job, settings).problems)
         pool = job.pools()[0]
-        if "CUDA_VISIBLE_DEVICES" in pool.env:
+        if "CUDA_VISIBLE_DEVICES" in pool.env or "CUDA_VISIBLE_DEVICES" in pool.secrets:
             problems.append(
                 Problem(
                     "env.CUDA_VISIBLE_DEVICES",
@@ -446,6 +449,8 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         if job.output_dir:
             env["CROSSTRAIN_OUTPUT_DIR"] = job.output_dir
         env.update(pool.env)
+        # The cluster resolves these at start; the run's spec keeps only the reference.
+        env.update({name: secrets.databricks_placeholder(ref) for name, (ref, _) in sorted(pool.secrets.items())})
         tags = {**job.labels, "crosstrain_job": ids.identity, FINGERPRINT_TAG: ids.fingerprint}
         cluster: dict[str, Any] = {
             "spark_version": settings.spark_version,
