@@ -220,3 +220,10 @@ def test_a_worker_only_secret_is_refused_once_at_its_own_path() -> None:
         render("azureml", {}, {"workers": {"env": {"TOKEN": {"secret": GCP}}}})
     paths = [p.path for p in refused.value.problems]
     assert paths.count("workers.env.TOKEN") == 1
+
+
+def test_the_reference_variables_are_reserved() -> None:
+    with pytest.raises(Unsupported) as refused:
+        render("vertex", {"CROSSTRAIN_SECRET_X": "projects/p/secrets/s"})
+    (problem,) = [p for p in refused.value.problems if p.path == "env.CROSSTRAIN_SECRET_X"]
+    assert "X: {secret: REF}" in problem.fix

@@ -72,6 +72,17 @@ def refusals(job: TrainingJob, stores: frozenset[str], target: str) -> list[Prob
     """Every secret reference of `job` that `target` cannot resolve, once per field."""
     found: dict[str, Problem] = {}
     for pool in job.pools():
+        for name in pool.env:
+            if name.startswith(REFERENCE_PREFIX):
+                path = f"env.{name}" if name in job.env else f"{pool.role}.env.{name}"
+                found.setdefault(
+                    path,
+                    Problem(
+                        path,
+                        f"variables named {REFERENCE_PREFIX}* carry secret references for crosstrain's runtime",
+                        f"rename it, or write `{name.removeprefix(REFERENCE_PREFIX)}: {{secret: REF}}`",
+                    ),
+                )
         for _name, (ref, path) in pool.secrets.items():
             if ref.store in stores or path in found:
                 continue
