@@ -26,11 +26,12 @@ from urllib.parse import quote, unquote, urlsplit
 
 from pydantic import Field, field_validator
 
-from crosstrain import catalog
+from crosstrain import catalog, secrets
 from crosstrain.adaptors import google_rest
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
     IDENTITY_LABEL,
+    SECRET_STORES,
     label_problems,
     labels,
     launch_problems,
@@ -155,6 +156,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         per_pool_commands=True,
         logs=True,
         dedupes_create=True,  # the jobId is chosen at render time: a repeated create meets 409 ALREADY_EXISTS
+        secret_stores=SECRET_STORES,
     )
     conflict_fix = "submit with --run-id new (or another run_id): AI Platform keeps a jobId for good"
 
@@ -222,11 +224,13 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
                     "use a gs://bucket/path",
                 )
             )
+        problems += secrets.needs_command(job, "AI Platform Training")
         return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
 
     def _render(self, job: TrainingJob, settings: AIPlatformSettings, ids: Ids) -> Request:
         identity = ids.identity
         training_input: dict[str, Any] = {"scaleTier": "CUSTOM", "region": settings.region}
+        secret_notes = [f"{p.role}: {secrets.runtime_note(p)}" for p in job.pools() if p.secrets]
         for pool in job.pools():
             type_key, count_key, config_key = _POOL_FIELDS[pool.role]
             machine = _resolve(pool, [])
@@ -262,7 +266,14 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             {"Content-Type": "application/json"},
             purpose="create the job; a retry that meets 409 ALREADY_EXISTS for this jobId adopts it",
         )
-        return Request(self.name, identity, job.name, (call,), settings.model_dump(mode="json"), notes=(SHUTDOWN_NOTE,))
+        return Request(
+            self.name,
+            identity,
+            job.name,
+            (call,),
+            settings.model_dump(mode="json"),
+            notes=(SHUTDOWN_NOTE, *secret_notes),
+        )
 
     def fingerprint_view(self, request: Request) -> Any:
         """The calls as the platform receives them, less the endpoint's host: the same job sent through
@@ -494,8 +505,9 @@ def _replica_config(job: TrainingJob, pool: PoolView, machine: catalog.ResolvedM
         config["acceleratorConfig"] = {"count": str(machine.gpu_count), "type": machine.accelerator}
     command = node_command(job, pool, machine.gpu_count if machine else 0)
     if command:
-        if pool.env:
-            command = ["env", *(f"{k}={v}" for k, v in sorted(pool.env.items())), *command]
+        env = {**pool.env, **secrets.reference_env(pool)}  # a secret's reference, never its value
+        if env:
+            command = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *command]
         config["containerCommand"] = command
     if pool.args:
         config["containerArgs"] = list(pool.args)

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from crosstrain import catalog
+from crosstrain import catalog, secrets
 from crosstrain.adaptors import azure
 from crosstrain.backends.base import (
     Backend,
@@ -334,7 +334,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
         machine=machine,
         command=[*pool.command, *pool.args],
         image=pool.image,
-        env=dict(pool.env),
+        env={**pool.env, **secrets.reference_env(pool)},  # a secret's reference, never its value
     )
     return plan, []
 
@@ -503,6 +503,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         logs=True,
         dedupes_create=True,  # the job name is chosen at render time and the PUT is create-or-update
         frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
+        secret_stores=frozenset({"azure"}),  # Key Vault, read at start by crosstrain's runtime
     )
 
     def __init__(
@@ -566,6 +567,10 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         command = plan.command
         if plan.launcher_processes is not None:
             command = launcher_command(command, nproc_per_node=plan.launcher_processes, nnodes=plan.nodes)
+        pool = job.pools()[0]
+        if pool.secrets:  # outermost: read the secrets, then start the launcher or the command
+            command = secrets.resolver_command(command)
+            notes.append(secrets.runtime_note(pool))
         resources: dict[str, Any] = {"instanceCount": plan.nodes, "properties": {}}
         if not settings.compute:
             resources["instanceType"] = plan.machine.machine_type

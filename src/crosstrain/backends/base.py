@@ -301,6 +301,9 @@ class Capabilities:
     dedupes_create: bool = False  # the platform dedupes a retried create by the identity
     frameworks: frozenset[str] = frozenset({"pytorch"})
     launch_modes: frozenset[str] = frozenset({"auto", "per-process", "per-node"})
+    #: The secret stores whose references (`env: {NAME: {secret: REF}}`) reach the value on the node
+    #: (`crosstrain.spec.SECRET_STORES`); a reference to another store is refused.
+    secret_stores: frozenset[str] = frozenset()
 
 
 def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> list[Problem]:
@@ -355,6 +358,9 @@ def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> li
                 f"use one of {', '.join(sorted(caps.frameworks))}",
             )
         )
+    from crosstrain import secrets
+
+    problems += secrets.refusals(job, caps.secret_stores, target)
     if job.launch.mode not in caps.launch_modes:
         problems.append(
             Problem(

@@ -12,12 +12,16 @@ Mapping (facts and sources: ../shared/reference/databricks.md):
   GPU cluster must be a GPU type too). A one-node job runs on a single-node cluster in local mode.
 * the workspace's cloud picks the catalog rows (`databricks-aws`, `-azure`, `-gcp`); it is read from the host
   name unless set.
+* a secret `env: {NAME: {secret: scope/key}}` becomes `{{secrets/scope/key}}` in `spark_env_vars`, which the
+  cluster resolves at start (the cluster owner needs READ on the scope); other stores are refused.
 * an image becomes `docker_image` (Databricks Container Services). Container Services does not run ML
   runtimes, so the runtime becomes the standard one of the same version, and the image must carry torch,
   CUDA and NCCL.
 * a training file on this machine is uploaded to workspace files first (`workspace/mkdirs` +
   `workspace/import`, both in the rendered request) under `<workspace_dir>/<identity>/<sha of the file>/`, so
   an upload never overwrites the file of another request's run; a path already on the cluster is used as is.
+  Only a regular file under the folder crosstrain runs from is read, never through a symlink that leaves it,
+  and at most the import's size limit (`crosstrain.uploads`).
 * the identity is the `idempotency_token` (Databricks starts exactly one run per token and returns that run
   for a repeated one), and the request's fingerprint is the cluster tag `crosstrain_fingerprint`: after
   `runs/submit`, submit reads the run back and refuses (`IdentityConflict`) a run made from another request.
@@ -39,8 +43,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlparse
 
 from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
-from crosstrain import __version__, catalog
+from crosstrain import __version__, catalog, secrets, uploads
 from crosstrain.backends.base import (
     Backend,
     Capabilities,
@@ -54,7 +59,7 @@ from crosstrain.backends.base import (
     shown,
 )
 from crosstrain.databricks_task import ENTRY_POINT, DistributorCall
-from crosstrain.errors import Problem, SubmitError
+from crosstrain.errors import Problem, SpecError, SubmitError
 from crosstrain.settings import TargetSettings, redact, setting, url_credentials
 from crosstrain.spec import PoolView, TrainingJob
 
@@ -93,6 +98,15 @@ _HOST_CLOUDS = (
 _CLUSTER_PATHS = ("/Workspace/", "/Volumes/", "/dbfs/")
 _PYTHON = re.compile(r"python(3(\.\d+)?)?")
 _NOTEBOOK_HEADER = b"# Databricks notebook source"
+#: `POST /api/2.0/workspace/import` takes at most 10 MB of base64 `content`; more fails with
+#: MAX_NOTEBOOK_SIZE_EXCEEDED (https://docs.databricks.com/api/workspace/workspace/import, and the SDK's
+#: `ImportResponse.content` docstring). Read as 10,000,000 characters, the smaller meaning of "MB".
+IMPORT_LIMIT = uploads.SizeLimit.base64(
+    10_000_000,
+    "the Databricks workspace import takes at most 10 MB of base64 content (MAX_NOTEBOOK_SIZE_EXCEEDED)",
+    "put the file on a volume and name it in `command` (python /Volumes/<catalog>/<schema>/<volume>/train.py), "
+    "or make it smaller",
+)
 
 
 class DatabricksSettings(TargetSettings):
@@ -147,9 +161,16 @@ class DatabricksSettings(TargetSettings):
     @field_validator("workspace_dir")
     @classmethod
     def _workspace_dir(cls, value: str) -> str:
-        if not value.startswith("/Workspace/"):
-            raise ValueError(f"{value!r} is not a workspace folder; use a path under /Workspace/")
-        return value.rstrip("/")
+        folder = value.rstrip("/")
+        if not folder.startswith("/Workspace/"):
+            raise PydanticCustomError(
+                "crosstrain", f"{value!r} is not a workspace folder", {"fix": "use a folder under /Workspace/"}
+            )
+        try:
+            return uploads.check_destination(folder, "workspace_dir", absolute=True)
+        except uploads.UploadRefused as refused:
+            problem = refused.problem
+            raise PydanticCustomError("crosstrain", problem.message.replace("{", "{{"), {"fix": problem.fix}) from None
 
     def resolved_cloud(self) -> Cloud | None:
         if self.cloud:
@@ -176,6 +197,7 @@ class _Plan:
         self.cloud = settings.resolved_cloud()
         self.pool = job.pools()[0]
         self.local_file: Path | None = None
+        self.local_data = b""
         self.call: DistributorCall | None = None
         if self.cloud is None:
             self.problems.append(
@@ -257,9 +279,15 @@ class _Plan:
             return "/dbfs/" + target.removeprefix("dbfs:/").lstrip("/")
         if target.startswith(_CLUSTER_PATHS):
             return target
-        local = Path(target)
-        if local.is_file():
-            if local.read_bytes().startswith(_NOTEBOOK_HEADER):
+        root = Path.cwd()  # the command's paths are resolved from here, as on every other target
+        in_image = bool(job.image) and os.path.isabs(target)
+        if os.path.lexists(root / target) and not (in_image and not _under(root, target)):
+            try:  # a file (or a link) here: read only if it stays under the job's folder, and not too big
+                data = uploads.read_file(target, root, "command", IMPORT_LIMIT)
+            except uploads.UploadRefused as refused:
+                self.problems.append(refused.problem)
+                return ""
+            if data.startswith(_NOTEBOOK_HEADER):
                 self.problems.append(
                     Problem(
                         "command",
@@ -267,10 +295,10 @@ class _Plan:
                         "remove its '# Databricks notebook source' header",
                     )
                 )
-            self.local_file = local
+            self.local_file, self.local_data = Path(target), data
             return target  # replaced by the upload path once the identity is known
-        if job.image and local.is_absolute():
-            return target  # a script inside the image
+        if in_image:
+            return target  # a script inside the image (a local path outside the job's folder is never read)
         self.problems.append(
             Problem(
                 "command",
@@ -294,6 +322,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         logs=True,
         dedupes_create=True,
         launch_modes=frozenset({"auto", "per-process"}),
+        secret_stores=frozenset({"databricks"}),  # `{{secrets/scope/key}}` in spark_env_vars
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
 
@@ -309,7 +338,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
     def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
         problems = list(_Plan(job, settings).problems)
         pool = job.pools()[0]
-        if "CUDA_VISIBLE_DEVICES" in pool.env:
+        if "CUDA_VISIBLE_DEVICES" in pool.env or "CUDA_VISIBLE_DEVICES" in pool.secrets:
             problems.append(
                 Problem(
                     "env.CUDA_VISIBLE_DEVICES",
@@ -350,11 +379,11 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         notes: list[str] = []
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         if plan.local_file is not None:
-            data = plan.local_file.read_bytes()
+            data = plan.local_data
             # Content-addressed: a re-submit under this identity with another file never overwrites the file
             # the existing run reads (that re-submit is refused, but its upload comes first).
             folder = f"{settings.workspace_dir}/{identity}/{hashlib.sha256(data).hexdigest()[:16]}"
-            remote = f"{folder}/{plan.local_file.name}"
+            remote = uploads.join_destination(folder, plan.local_file.name, "command")
             content = base64.b64encode(data).decode()
             calls += [
                 HttpCall(
@@ -425,6 +454,8 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         if job.output_dir:
             env["CROSSTRAIN_OUTPUT_DIR"] = job.output_dir
         env.update(pool.env)
+        # The cluster resolves these at start; the run's spec keeps only the reference.
+        env.update({name: secrets.databricks_placeholder(ref) for name, (ref, _) in sorted(pool.secrets.items())})
         tags = {**job.labels, "crosstrain_job": ids.identity, FINGERPRINT_TAG: ids.fingerprint}
         cluster: dict[str, Any] = {
             "spark_version": settings.spark_version,
@@ -636,6 +667,8 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         jobs, workspace = adaptor.jobs(), adaptor.workspace()
         # The uploads are safe to repeat: mkdirs of a folder that exists succeeds, and the import path names
         # the content (identity + sha), so an overwrite writes the same bytes.
+        for i, call in enumerate(request.calls[:-1]):  # every path checked before anything is sent
+            _check_upload_path(call.body["path"], settings.workspace_dir, f"calls[{i}].body.path")
         for call in request.calls[:-1]:
             body = call.body
             if call.url.endswith("/workspace/mkdirs"):
@@ -717,6 +750,26 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             if output.error:
                 yield f"error: {output.error}"
             yield from (output.error_trace or "").splitlines()
+
+
+def _under(root: Path, target: str) -> bool:
+    """Whether `target`, as written, names a path under `root` (symlinks aside)."""
+    return Path(os.path.normpath(root / target)).is_relative_to(root)
+
+
+def _check_upload_path(path: str, workspace_dir: str, field: str) -> None:
+    """A (possibly edited) request writes only under its settings' workspace folder, by a path without traversal."""
+    uploads.check_destination(path, field, absolute=True)
+    if not path.startswith(f"{workspace_dir}/"):
+        raise SpecError(
+            [
+                Problem(
+                    field,
+                    f"{path!r} is outside the workspace folder {workspace_dir}",
+                    "render the request again instead of editing where it uploads",
+                )
+            ]
+        )
 
 
 def _cluster_tags(run: Run) -> dict[str, str] | None:

@@ -31,15 +31,17 @@ from urllib.parse import quote, unquote, urlencode, urlparse, urlsplit
 
 from pydantic import field_validator
 
-from crosstrain import catalog
+from crosstrain import catalog, secrets
 from crosstrain.adaptors import gapic
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
     IDENTITY_LABEL,
+    SECRET_STORES,
     label_problems,
     labels,
     launch_problems,
     node_command,
+    runs_under_launcher,
 )
 from crosstrain.backends.base import (
     Backend,
@@ -207,6 +209,7 @@ class VertexBackend(Backend[VertexSettings]):
         spot=True,
         logs=True,
         frameworks=frozenset({"pytorch", "tensorflow"}),
+        secret_stores=SECRET_STORES,
     )
     conflict_fix = (
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
@@ -252,6 +255,7 @@ class VertexBackend(Backend[VertexSettings]):
                     "remove `scheduling.max_wait` or `scheduling.spot`",
                 )
             )
+        problems += secrets.needs_command(job, "Vertex AI")
         return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
 
     def _render(self, job: TrainingJob, settings: VertexSettings, ids: Ids) -> Request:
@@ -262,7 +266,9 @@ class VertexBackend(Backend[VertexSettings]):
             machine = _resolve(pool)
             index = {"primary": 0, "workers": 1, "parameter_servers": 2, "evaluators": 3}[pool.role]
             command = node_command(job, pool, machine.gpu_count)
-            if pool.role == "primary" and command != pool.command:
+            if pool.secrets and (pool.role == "primary" or pool.secrets != job.pools()[0].secrets):
+                notes.append(f"{pool.role}: {secrets.runtime_note(pool)}")
+            if pool.role == "primary" and pool.command and runs_under_launcher(job, machine.gpu_count):
                 notes.append(
                     f"Vertex AI starts one process per node: the command runs under crosstrain's launcher, which "
                     f"starts {job.processes_per_node(machine.gpu_count)} per node (the image needs crosstrain "
@@ -558,8 +564,9 @@ def _pool_spec(replicas: int, machine: _Machine, pool: PoolView, command: list[s
         container["command"] = list(command)
     if pool.args:
         container["args"] = list(pool.args)
-    if pool.env:
-        container["env"] = [{"name": name, "value": value} for name, value in pool.env.items()]
+    env = {**pool.env, **secrets.reference_env(pool)}  # a secret's reference, never its value
+    if env:
+        container["env"] = [{"name": name, "value": value} for name, value in env.items()]
     spec: dict[str, Any] = {"replicaCount": str(replicas), "machineSpec": machine_spec, "containerSpec": container}
     disk = pool.boot_disk
     if disk and (disk.type or disk.size_gb):
