@@ -6,6 +6,9 @@ import json
 import logging
 import os
 import socket
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -118,3 +121,31 @@ def test_nccl_advice_fills_only_what_the_user_left_unset(monkeypatch: pytest.Mon
     monkeypatch.delenv("NCCL_SOCKET_IFNAME")
     _apply_nccl_advice(runtime.detect(vertex()), disable_p2p=True)  # not Azure: no interface advice
     assert "NCCL_SOCKET_IFNAME" not in os.environ
+
+
+def test_a_ddp_model_left_to_the_collector_frees_the_group_before_finalization() -> None:
+    """A DDP model sits in a reference cycle that holds the process group. Left to the collector (here: none runs
+    by itself), it would be freed during interpreter finalization, when the group's threads can no longer take
+    the GIL: the SIGABRT at shutdown of a rank that had finished. The exit hook frees it while Python is alive."""
+    script = textwrap.dedent(
+        """
+        import gc, sys, weakref
+        import torch
+        from crosstrain import runtime
+
+        gc.disable()
+        refs = []
+
+        def main():
+            with runtime.init():
+                model = runtime.wrap(torch.nn.Linear(4, 4))
+                model(torch.randn(2, 4)).sum().backward()
+                when = lambda _: print("finalizing" if sys.is_finalizing() else "alive", flush=True)
+                refs.append(weakref.ref(model, when))
+
+        main()
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "alive\n"), done.stderr

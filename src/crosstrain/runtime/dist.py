@@ -5,7 +5,9 @@ torch and tenacity are imported inside the functions, so `import crosstrain.runt
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import gc
 import logging
 import os
 import socket
@@ -25,6 +27,7 @@ log = logging.getLogger("crosstrain.runtime")
 DEFAULT_TIMEOUT = timedelta(minutes=45)
 P2P_OPT_IN = "CROSSTRAIN_NCCL_P2P_DISABLE"
 _current: ClusterEnv | None = None
+_release_registered = False
 
 
 def _free_port() -> int:
@@ -145,8 +148,31 @@ def init(
     for attempt in retrying:
         with attempt:
             dist.init_process_group(backend, init_method="env://", timeout=timeout)
+    _register_release()
     _current = env
     return env
+
+
+def _register_release() -> None:
+    global _release_registered
+    if not _release_registered:
+        atexit.register(_release_at_exit)
+        _release_registered = True
+
+
+def _release_at_exit() -> None:
+    """Free what still holds the process group, then destroy it, while the interpreter is fully alive.
+
+    A DDP model sits in a reference cycle, and its reducer holds the process group: after `main()` returns, only
+    the cyclic collector frees them, and without this it runs during interpreter finalization. The group's
+    worker threads then need the GIL to drop their last tensors, and a thread that asks for it during
+    finalization is ended with `pthread_exit` inside a noexcept destructor: `terminate called without an active
+    exception` (SIGABRT), in a rank that had finished its work. Collecting here, in an atexit hook (after
+    `main()`, before finalization), destroys the group and joins its threads first.
+    """
+    gc.collect()
+    shutdown()
+    gc.collect()
 
 
 def current() -> ClusterEnv:
