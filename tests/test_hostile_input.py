@@ -412,6 +412,13 @@ HANDLES: dict[str, tuple[str | Callable[[Path], str], str]] = {
     "ref-missing-url": (handle(ref={}), "handle.ref.url: fake needs url: a string, missing"),
     "ref-url-a-number": (handle(ref={"url": 3}), "handle.ref.url: fake needs url: a string, not 3"),
     "unknown-target": (handle(target="nimbus"), "unknown target 'nimbus'"),
+    "databricks-run-id-a-string": (
+        handle(target="databricks", ref={"host": "https://dbc-1.cloud.databricks.com", "run_id": "abc"}),
+        "handle.ref.run_id: databricks needs run_id: a whole number, not 'abc'",
+    ),
+    "vertex-name-a-number": (handle(target="vertex", ref={"name": 7}), "handle.ref.name: vertex needs name"),
+    "azureml-ref-empty": (handle(target="azureml", ref={}), "handle.ref.url: azureml needs url: a string, missing"),
+    "aiplatform-url-a-list": (handle(target="aiplatform", ref={"url": ["x"]}), "aiplatform needs url: a string"),
     "huge-identity": (lambda d: _write(d / "h.json", handle(identity="i" * 12_000)), "longer than 1,024"),
     "huge-string-in-ref": (lambda d: _write(d / "h.json", handle(ref={"url": "u" * 100_000})), "longer than 16,384"),
     "huge-file": (lambda d: _write(d / "h.json", handle(ref={"url": "u" * (50 * MiB)})), "larger than 256 KiB"),

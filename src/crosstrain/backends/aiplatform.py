@@ -148,6 +148,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
     extra = "aiplatform"
     settings_model = AIPlatformSettings
     formats = ("json", "gcloud")
+    handle_ref = {"url": str}  # what status, cancel and logs read
     capabilities = Capabilities(
         parameter_servers=True,
         evaluators=True,

@@ -317,6 +317,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
     title = "Databricks (one-time runs, TorchDistributor)"
     extra = "databricks"
     settings_model = DatabricksSettings
+    handle_ref = {"host": str, "run_id": int}  # what status, cancel and logs read
     capabilities = Capabilities(
         spot=True,
         logs=True,

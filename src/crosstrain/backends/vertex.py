@@ -199,6 +199,7 @@ class VertexBackend(Backend[VertexSettings]):
     extra = "vertex"
     settings_model = VertexSettings
     formats = ("json", "gcloud")
+    handle_ref = {"name": str, "endpoint": str}  # what status, cancel and logs read
     capabilities = Capabilities(
         reduction_server=True,
         parameter_servers=True,
