@@ -99,8 +99,9 @@ def _dotted(loc: list[Any]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part != "":
-            out += f".{part}" if out else str(part)
+        else:
+            name = str(part) or '""'  # an empty key still needs a place in the path
+            out += f".{name}" if out else name
     return out
 
 

@@ -58,6 +58,7 @@ class TestAIPlatformConformance(BackendConformance):
         ({"network": "my-vpc"}, "projects/PROJECT_NUMBER/global/networks/NAME"),
         ({"output_dir": "/tmp/out"}, "gs://"),
         ({"labels": {"Team": "ml"}}, "label key"),
+        ({"image": None}, "needs a container image"),
     ]
 
 
@@ -209,6 +210,24 @@ def test_an_inherited_field_is_refused_once_at_its_source() -> None:
     with pytest.raises(Unsupported) as refused:
         render({"primary": {"machine": "V100:2", "boot_disk": {"type": "hyperdisk-balanced"}}, "command": None})
     assert sorted(p.path for p in refused.value.problems) == ["command", "env", "primary.boot_disk.type"]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"image": None},  # fuzzed: {"name": "A"} rendered with neither masterConfig.imageUri nor runtimeVersion
+        {"image": None, "workers": {"image": "registry.example/w:2"}},
+    ],
+)
+def test_a_job_without_a_master_image_is_refused(changes: dict[str, Any]) -> None:
+    with pytest.raises(Unsupported) as refused:
+        render(changes)
+    [problem] = refused.value.problems
+    assert (problem.path, problem.fix) == ("image", "set `image` (or `primary.image`)")
+    assert "runtime version" in problem.message
+    assert render({"image": None, "primary": {"image": "registry.example/m:1"}}).create.body["trainingInput"][
+        "masterConfig"
+    ]["imageUri"] == ("registry.example/m:1")
 
 
 def test_the_multi_node_a100_example_is_refused_for_its_reduction_server() -> None:
