@@ -98,7 +98,8 @@ def test_a_count_the_machine_cannot_carry_is_refused() -> None:
 def test_a_machine_paired_with_a_gpu_the_platform_lacks_is_refused(platform: str, machine_type: str, gpu: str) -> None:
     path, message, fix = refusal(platform, machine_type=machine_type, gpu=gpu, gpu_count=None)
     assert path == "machine"
-    assert message.startswith(f"{machine_type} carries ") and message.endswith(f"1 x {catalog.canonical_gpu(gpu)}")
+    assert message.startswith(f"{machine_type} carries ")
+    assert message.endswith(f"1 x {catalog.canonical_gpu(gpu)}")
     assert fix.startswith("drop the accelerator, or ")
     assert f"offers no {catalog.canonical_gpu(gpu)}" in fix
 

@@ -156,8 +156,7 @@ class LocalBackend(Backend[LocalSettings]):
             return [
                 Problem(
                     "workers.replicas",
-                    f"a local run starts every node on this machine, at most {MAX_NODES}, and this job has "
-                    f"{job.nodes}",
+                    f"a local run starts every node on this machine, at most {MAX_NODES}, and this job has {job.nodes}",
                     f"run the first nodes only with --nodes N (targets.local.nodes), N at most {MAX_NODES}",
                 )
             ]

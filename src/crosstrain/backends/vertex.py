@@ -169,7 +169,7 @@ class VertexSettings(TargetSettings):
     def _region(cls, value: str) -> str:
         # The region becomes part of the endpoint's host name, so a typo must not become a request elsewhere.
         if not re.fullmatch(r"[a-z]+(-[a-z0-9]+)+", value):
-            raise ValueError(f"{value!r} is not a Google Cloud region, e.g. us-central1 or europe-west4")
+            raise ValueError(f"{value!r} is not a Google Cloud region; use one such as us-central1 or europe-west4")
         return value
 
 
