@@ -54,6 +54,12 @@ def test_ten_times_more_fuzzed_specs(case: str, folder: Path) -> None:
 
 
 # -- what fuzzing found ----------------------------------------------------------------------------------------
+BASE: dict[str, Any] = {
+    "name": "j",
+    "image": "registry.example/t:1",
+    "command": "python train.py",
+    "primary": {"machine": "T4"},
+}
 #: (case, spec, the paths of the problems it is refused with). Each crashed, was accepted invalid, or was refused
 #: without a path before its fix.
 FOUND: list[tuple[str, dict[str, Any], set[str]]] = [
@@ -85,10 +91,31 @@ FOUND: list[tuple[str, dict[str, Any], set[str]]] = [
         },
         {"primary.machine"},
     ),
+    # OverflowError: 400 digits of days are an infinite float.
+    ("fake", {"name": "j", "scheduling": {"timeout": "9" * 400 + "d"}}, {"scheduling.timeout"}),
     # Accepted, and invalid: neither masterConfig.imageUri nor runtimeVersion.
     ("aiplatform", {"name": "A"}, {"image"}),
-    # A problem with an empty path: the unknown key was "".
+    # Accepted, and invalid for Vertex AI: 101 variables in a container, a 50 GB boot disk, a 10**400 s timeout.
+    (
+        "vertex",
+        {**BASE, "env": {f"VAR_{i}": str(i) for i in range(101)}},
+        {"env"},
+    ),
+    ("vertex", {**BASE, "primary": {"machine": "T4", "boot_disk": {"size_gb": 50}}}, {"primary.boot_disk.size_gb"}),
+    ("vertex", {**BASE, "scheduling": {"timeout": 10**400}}, {"scheduling.timeout"}),
+    # Refused without a path: the unknown key was "", or held a '[' (taken for a pydantic tag and dropped).
     ("fake", {"name": "j", "": {}}, {'""'}),
+    ("fake", {"name": "j", "[": None}, {"["}),
+    # Refused with pydantic's wording and no fix.
+    ("fake", {"name": "j", "primary": {"machine": "A100:²"}}, {"primary.machine"}),
+    ("fake", {"name": "j", "command": "python 'unclosed"}, {"command"}),
+    ("fake", {"name": "j", "scheduling": {"spot": None}}, {"scheduling.spot"}),
+    ("fake", {"name": "j", "scheduling": {"timeout": 1.5}}, {"scheduling.timeout"}),
+    (
+        "databricks-aws",
+        {**BASE, "targets": {"databricks": {"workspace_dir": "A100:x"}}},
+        {"targets.databricks.workspace_dir"},
+    ),
     # A plan of 10,001 nodes, each listing every node: gigabytes before anything ran.
     ("local-vertex", {"name": "j", "command": "python train.py", "workers": {"replicas": 10000}}, {"workers.replicas"}),
 ]
