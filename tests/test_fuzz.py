@@ -116,6 +116,14 @@ FOUND: list[tuple[str, dict[str, Any], set[str]]] = [
         {**BASE, "targets": {"databricks": {"workspace_dir": "A100:x"}}},
         {"targets.databricks.workspace_dir"},
     ),
+    (
+        "azureml",
+        {**BASE, "targets": {"azureml": {"distributed_job_config": 5}}},
+        {"targets.azureml.distributed_job_config"},
+    ),
+    # Accepted, and not JSON: an infinite number of seconds in the settings the request carries.
+    ("fake", {**BASE, "targets": {"fake": {"run_seconds": "inf"}}}, {"targets.fake.run_seconds"}),
+    ("local", {**BASE, "targets": {"local": {"grace_seconds": "nan"}}}, {"targets.local.grace_seconds"}),
     # A plan of 10,001 nodes, each listing every node: gigabytes before anything ran.
     ("local-vertex", {"name": "j", "command": "python train.py", "workers": {"replicas": 10000}}, {"workers.replicas"}),
 ]

@@ -154,6 +154,7 @@ def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str
         "list_type": "use a list, e.g. [a, b]",
         "dict_type": "use a mapping of names to values",
         "model_type": "use a mapping of fields",
+        "model_attributes_type": "use a mapping of fields",
     }
     return message, fixes.get(kind, "see `crosstrain schema` for the expected form")
 

@@ -111,7 +111,9 @@ class LocalSettings(TargetSettings):
     workdir: str | None = Field(
         None, description="Folder the command runs in. Default: the job file's folder, else the current one."
     )
-    grace_seconds: float = Field(10.0, ge=0, description="How long stopped processes get before they are killed.")
+    grace_seconds: float = Field(
+        10.0, ge=0, allow_inf_nan=False, description="How long stopped processes get before they are killed."
+    )
 
 
 @dataclasses.dataclass
