@@ -78,3 +78,17 @@ def test_an_unknown_key_always_has_a_path(spec: dict[str, object], path: str) ->
     assert [p.path for p in err.value.problems] == [path]
     assert err.value.problems[0].message.startswith("unknown field")
     assert err.value.problems[0].fix.startswith("remove it")
+
+
+def test_the_python_api_reads_within_the_same_limits(tmp_path: Path) -> None:
+    """`load_job` (notebooks, scripts) refuses what the CLI refuses, in the same bounded way."""
+    levels = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("name: j\ntargets:\n  other:\n" + "".join(f"    {line}\n" for line in levels))
+    with pytest.raises(SpecError, match="more than 20,000 values"):
+        load_job(path)
+    with pytest.raises(SpecError, match="a NUL byte at line 1, column 8"):
+        read_document("-", stdin=io.StringIO("name: j\0\n"))
+    with pytest.raises(SpecError, match=r"the tag !!binary at line 1, column 22"):
+        read_document("-", stdin=io.StringIO("targets: {other: {x: !!binary aGk=}}\n"))

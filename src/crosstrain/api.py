@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.backends import create_backend, entries
-from crosstrain.errors import CrosstrainError, Problem, SpecError, UnknownBackend
+from crosstrain.backends import create_backend, entries, get_backend_class
+from crosstrain.backends.base import CREDENTIAL_HEADERS
+from crosstrain.errors import Problem, SpecError, UnknownBackend
 from crosstrain.loader import job_from_dict, load_job
 
 if TYPE_CHECKING:
@@ -84,21 +84,27 @@ def submit(
     run_id: str | None = None,
     **settings: Any,
 ) -> JobHandle:
-    """Send a job (or an already rendered, possibly edited, `Request`) and return its handle."""
+    """Send a job (or an already rendered, possibly edited, `Request`) and return its handle.
+
+    A request is sent as it is: `settings` then say where this machine sends credentials (e.g.
+    `host="https://..."`, over the environment), and a request that points elsewhere is refused.
+    """
     from crosstrain.backends.base import Request
 
     if isinstance(job, Request):
-        if settings or run_id or (target and target != job.target):
+        binding = get_backend_class(job.target).binding_settings
+        if run_id or (target and target != job.target) or set(settings) - set(binding):
+            where = f" (with a request, settings say only where it may go: {', '.join(binding)})" if binding else ""
             raise SpecError(
                 [
                     Problem(
                         "request",
                         "a rendered request is sent as it is",
-                        "render again with the settings you want",
+                        f"render again with the settings you want{where}",
                     )
                 ]
             )
-        return create_backend(job.target).send(job)
+        return create_backend(job.target, **({"settings": settings} if settings else {})).send(job)
     spec = with_run_id(load_job(job), run_id)
     name = choose_target(spec, target)
     return create_backend(name).submit(spec, target_settings(name, job, settings))
@@ -137,17 +143,67 @@ def validate(
     return results
 
 
-def read_request(text: str) -> Request | None:
-    """A rendered request from JSON text, or None if the text is not one (then it is a job spec)."""
+def read_request(text: str, name: str | None = None) -> Request | None:
+    """A rendered request from JSON text, or None if the text is not one (then it is a job spec).
+
+    Parsed within `inputs.REQUEST`'s limits; a request with a field of the wrong type is a `SpecError` naming it.
+    """
+    from crosstrain import inputs
     from crosstrain.backends.base import Request
 
-    try:
-        data = json.loads(text)
-    except ValueError:
+    if not text.lstrip().startswith("{"):
         return None
-    if isinstance(data, dict) and {"target", "identity", "calls"} <= data.keys():
-        try:
-            return Request.from_dict(data)
-        except (KeyError, TypeError) as exc:
-            raise CrosstrainError(f"not a valid rendered request: {exc}") from None
-    return None
+    try:
+        data = inputs.parse_json(text, inputs.REQUEST, name)
+    except inputs.NotJSON:
+        return None
+    except SpecError:
+        if len(text) <= inputs.JOB.max_bytes:
+            return None  # small enough to be a job file: the job loader says what is wrong, in a job's terms
+        raise
+    if not (isinstance(data, dict) and {"target", "identity", "calls"} <= data.keys()):
+        return None
+    problems = _request_problems(data)
+    if problems:
+        raise SpecError(problems, source=name, headline="invalid rendered request")
+    return Request.from_dict(data)
+
+
+def _request_problems(data: dict[str, Any]) -> list[Problem]:
+    """What `Request.from_dict` needs, checked field by field so an edited request gets a path, not a crash."""
+    from crosstrain import inputs
+
+    fix = "render the job again (`crosstrain render JOB --json`) and edit only values"
+    problems: list[Problem] = []
+
+    def need(path: str, value: Any, kind: type | tuple[type, ...], what: str) -> bool:
+        if isinstance(value, kind) and not isinstance(value, bool):
+            return True
+        problems.append(Problem(path, f"must be {what}, not {inputs.excerpt(value)}", fix))
+        return False
+
+    for key in ("target", "identity", "job_name"):
+        need(key, data.get(key), str, "a string")
+    need("fingerprint", data.get("fingerprint", ""), str, "a string")
+    need("settings", data.get("settings") or {}, dict, "a mapping")
+    if need("notes", data.get("notes") or [], list, "a list"):
+        for i, note in enumerate(data.get("notes") or []):
+            need(f"notes[{i}]", note, str, "a string")
+    calls = data.get("calls")
+    if need("calls", calls, list, "a list of calls") and not calls:
+        problems.append(Problem("calls", "holds no call", fix))
+    for i, call in enumerate(calls if isinstance(calls, list) else []):
+        if not need(f"calls[{i}]", call, dict, "a mapping with method and url"):
+            continue
+        need(f"calls[{i}].method", call.get("method"), str, "a string")
+        need(f"calls[{i}].url", call.get("url"), str, "a string")
+        need(f"calls[{i}].purpose", call.get("purpose", ""), str, "a string")
+        headers = call.get("headers") or {}
+        if need(f"calls[{i}].headers", headers, dict, "a mapping of names to values"):
+            for key, value in headers.items():
+                need(f"calls[{i}].headers.{inputs.excerpt(key, 40)[1:-1]}", value, str, "a string")
+            if CREDENTIAL_HEADERS & {str(h).lower() for h in headers}:
+                problems.append(
+                    Problem(f"calls[{i}].headers", "a rendered request must not carry credentials", "remove them")
+                )
+    return problems[:20]

@@ -2,7 +2,9 @@
 
 Results go to stdout (JSON, or a native form with --format); narration and progress go to stderr.
 Exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage (or a spec the target cannot express),
-3 submission failed, 4 the job failed while waiting, 5 --timeout expired while waiting.
+3 submission failed, 4 the job failed while waiting, 5 --timeout expired while waiting, 130 interrupted.
+No exception reaches the user as a traceback (set CROSSTRAIN_DEBUG=1 to see one for an unexpected error), and
+with --json stdout holds one JSON object for every error, usage errors included.
 """
 
 from __future__ import annotations
@@ -10,21 +12,27 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from crosstrain.errors import CrosstrainError, ExitCode, JobFailed, Problem, SpecError, WaitTimeout
+from crosstrain.errors import CrosstrainError, ExitCode, JobFailed, Problem, SpecError, UsageError, WaitTimeout
+from crosstrain.inputs import cut
+
+if TYPE_CHECKING:
+    from crosstrain.backends.base import Request
+    from crosstrain.spec import TrainingJob
 
 EPILOG = """exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage, 3 submission failed,
-4 job failed while waiting, 5 still running when --timeout expired"""
+4 job failed while waiting, 5 still running when --timeout expired, 130 interrupted"""
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # argparse's own exit code for usage errors is 2 as well
+    def error(self, message: str) -> NoReturn:
+        """Raise instead of exiting, so `main` reports it like any other error (exit 2, JSON under --json)."""
         self.print_usage(sys.stderr)
-        self.exit(ExitCode.INVALID, f"{self.prog}: error: {message}\n")
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def _say(message: str) -> None:
@@ -75,6 +83,21 @@ def _run_id_arg(p: argparse.ArgumentParser) -> None:
 
 def _handle_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("handle", help="what `crosstrain submit` printed: the text itself, a file holding it, or -")
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="where this machine sends credentials (e.g. host=https://..., project=...), over the environment; "
+        "the handle must match it (repeatable)",
+    )
+
+
+def _handle_settings(args: argparse.Namespace) -> dict[str, Any]:
+    from crosstrain.settings import parse_assignments
+
+    return dict(parse_assignments(args.settings))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,23 +158,24 @@ def _version() -> str:
         return "unknown"
 
 
-def _read_text(source: str) -> str:
-    if source == "-":
-        return sys.stdin.read()
-    path = Path(source)
-    return path.read_text(encoding="utf-8") if path.is_file() else source
-
-
 def _load_handle(source: str) -> Any:
+    """A handle from the text itself (JSON), a file holding it, or stdin (`-`)."""
+    from crosstrain import inputs
     from crosstrain.backends.base import JobHandle
 
-    text = _read_text(source).strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("handle"), str):
-        text = data["handle"]  # the --json form of `submit`
+    is_text = source.lstrip()[:1] in ("{", "[", '"')
+    if source != "-" and not is_text and not os.path.lexists(source):
+        raise SpecError(
+            [
+                Problem(
+                    "handle",
+                    f"not a handle and no such file: {inputs.excerpt(source)}",
+                    "pass the line `crosstrain submit` printed (it starts with {), a file holding it, or -",
+                )
+            ],
+            headline="invalid job handle",
+        )
+    text = source if is_text else inputs.read_text(source, inputs.HANDLE)[0]
     return JobHandle.loads(text)
 
 
@@ -177,10 +201,11 @@ def _target(args: argparse.Namespace) -> str | None:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    job = _load_job(args.job)
     from crosstrain import api
     from crosstrain.backends import create_backend
 
-    job = api.with_run_id(_load_job(args.job), args.run_id)
+    job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))
     backend = create_backend(target)
     request = backend.render(job, api.target_settings(target, args.job, _settings(args)))
@@ -190,16 +215,26 @@ def cmd_render(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _load_job(source: str) -> Any:
-    from crosstrain.loader import load_job
+def _load_job(source: str) -> TrainingJob:
+    from crosstrain import inputs
 
-    return load_job(source)
+    return _job_from_text(*inputs.read_text(source, inputs.JOB))
+
+
+def _job_from_text(text: str, name: str) -> TrainingJob:
+    """Parse before importing pydantic and the backends, so hostile input is refused in a few tens of ms."""
+    from crosstrain import inputs
+
+    data = inputs.parse_yaml(text, inputs.JOB, name)
+    from crosstrain.loader import job_from_dict
+
+    return job_from_dict(data, source=name)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    job = _load_job(args.job)
     from crosstrain import api
 
-    job = _load_job(args.job)
     results = api.validate(job, args.target, settings=_settings(args))
     ok = not any(results.values())
     if args.json:
@@ -219,17 +254,27 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return ExitCode.OK if ok else ExitCode.INVALID
 
 
-def cmd_submit(args: argparse.Namespace) -> int:
-    from crosstrain import api
-    from crosstrain.loader import job_from_dict, parse_text
+def _job_or_request(source: str) -> TrainingJob | Request:
+    """A .json file or stdin holds a job or a rendered request (read up to a request's limits); else a job."""
+    from crosstrain import inputs
 
-    text = _read_text(args.job) if args.job == "-" or args.job.endswith(".json") else None
-    request = api.read_request(text) if text is not None else None
-    if request is not None:
-        handle = api.submit(request)
+    if source == "-" or source.endswith(".json"):
+        text, name = inputs.read_text(source, inputs.REQUEST)
+        from crosstrain import api
+
+        return api.read_request(text, name) or _job_from_text(text, name)
+    return _load_job(source)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    loaded = _job_or_request(args.job)
+    from crosstrain import api
+    from crosstrain.backends.base import Request
+
+    if isinstance(loaded, Request):
+        handle = api.submit(loaded, **_handle_settings(args))  # --set: what the request must match
     else:
-        job = job_from_dict(parse_text(text, args.job), source=args.job) if text is not None else _load_job(args.job)
-        job = api.with_run_id(job, args.run_id)
+        job = api.with_run_id(loaded, args.run_id)
         target = api.choose_target(job, _target(args))
         handle = api.submit(job, target, **api.target_settings(target, args.job, _settings(args)))
     if handle.adopted:
@@ -261,9 +306,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    job = _load_job(args.job)
     from crosstrain import api
 
-    job = api.with_run_id(_load_job(args.job), args.run_id)
+    job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))
     settings = api.target_settings(target, args.job, _settings(args))
     if target != "local":
@@ -279,12 +325,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     return ExitCode.OK if status.state.value == "SUCCEEDED" else ExitCode.JOB_FAILED
 
 
-def _wait(handle: Any, timeout: float | None, poll: float, as_json: bool) -> int:
+def _wait(
+    handle: Any, timeout: float | None, poll: float, as_json: bool, settings: dict[str, Any] | None = None
+) -> int:
     _say(f"waiting for {handle.identity}...")
     try:
-        status = handle.wait(timeout, poll_interval=poll)
+        status = handle.wait(timeout, poll_interval=poll, **(settings or {}))
     except (JobFailed, WaitTimeout) as exc:
-        status = handle.status()
+        status = handle.status(**(settings or {}))
         if as_json:
             _print_json({"identity": handle.identity, **status.to_dict(), "error": str(exc)})
         _say(str(exc))
@@ -297,7 +345,7 @@ def _wait(handle: Any, timeout: float | None, poll: float, as_json: bool) -> int
 
 def cmd_status(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
-    status = handle.status()
+    status = handle.status(**_handle_settings(args))
     if args.json:
         _print_json({"identity": handle.identity, "target": handle.target, **status.to_dict()})
     else:
@@ -306,12 +354,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    return _wait(_load_handle(args.handle), args.timeout, args.poll, args.json)
+    return _wait(_load_handle(args.handle), args.timeout, args.poll, args.json, _handle_settings(args))
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
-    handle.cancel()
+    handle.cancel(**_handle_settings(args))
     if args.json:
         _print_json({"identity": handle.identity, "cancelled": True})
     _say(f"asked {handle.target} to cancel {handle.identity}")
@@ -320,7 +368,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
-    lines = handle.logs()
+    lines = handle.logs(**_handle_settings(args))
     if args.json:
         _print_json({"identity": handle.identity, "lines": list(lines)})
     else:
@@ -389,21 +437,64 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for stream in (sys.stdout, sys.stderr):  # text that cannot be encoded is escaped, not a crash
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    as_json = "--json" in options
+    verb = next((arg for arg in options if arg in COMMANDS), "")
     try:
+        args = build_parser().parse_args(argv)
+        verb, as_json = args.verb, bool(getattr(args, "json", False))
         return int(COMMANDS[args.verb](args))
     except CrosstrainError as exc:
-        if getattr(args, "json", False):
-            problems = [p.to_dict() for p in getattr(exc, "problems", ())]
-            extra = {"job_may_exist": True} if getattr(exc, "job_may_exist", False) else {}
-            _print_json({"error": type(exc).__name__, "message": str(exc), "problems": problems, **extra})
-        _say(f"crosstrain {args.verb}: {exc}")
+        _report(verb, exc, str(exc), as_json, extra={"job_may_exist": True} if getattr(exc, "job_may_exist", 0) else {})
         return int(exc.exit_code)
     except KeyboardInterrupt:
-        _say("interrupted")
-        return 130
-    except BrokenPipeError:
+        _report(verb, None, "interrupted", as_json, error="Interrupted")
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:  # whoever read stdout stopped (`| head`): nothing more can be said there
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return ExitCode.OK
+    except OSError as exc:  # the machine said no (a full disk, a file where a folder should be): not a bug
+        where = f": {cut(str(exc.filename), 200)}" if exc.filename else ""
+        _report(verb, None, f"{exc.strerror or exc}{where}", as_json, error=type(exc).__name__)
+        return ExitCode.ERROR
+    except Exception as exc:  # a bug: say so in one line, not a traceback (CROSSTRAIN_DEBUG=1 shows it)
+        if os.environ.get("CROSSTRAIN_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        detail = f"{type(exc).__name__}: {cut(str(exc), 200)}" if str(exc) else type(exc).__name__
+        message = (
+            f"unexpected error ({detail}). This is a bug in crosstrain: please report it with the command you ran"
+            + ("" if os.environ.get("CROSSTRAIN_DEBUG") else " and the traceback that CROSSTRAIN_DEBUG=1 prints")
+        )
+        _report(verb, None, message, as_json, error=type(exc).__name__, extra={"bug": True})
+        return ExitCode.ERROR
+
+
+def _report(
+    verb: str,
+    exc: CrosstrainError | None,
+    message: str,
+    as_json: bool,
+    *,
+    error: str = "",
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """An error on stderr and, under --json, as one JSON object on stdout. Never raises."""
+    with contextlib.suppress(Exception):
+        if as_json:
+            problems = [p.to_dict() for p in getattr(exc, "problems", ())]
+            data = {"error": error or type(exc).__name__, "message": message, "problems": problems, **(extra or {})}
+            _print_json(data)
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        _say(f"crosstrain {verb}: {message}" if verb else f"crosstrain: {message}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ class ExitCode(enum.IntEnum):
     SUBMIT_FAILED = 3  # nothing (or not everything) was accepted by the platform
     JOB_FAILED = 4  # the job ended FAILED or CANCELLED while waiting
     WAIT_TIMEOUT = 5  # --timeout expired while the job was still running
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,11 @@ class SpecError(CrosstrainError, ValueError):
     exit_code = ExitCode.INVALID
     headline = "invalid job spec"
 
-    def __init__(self, problems: Iterable[Problem], *, source: str | None = None) -> None:
+    def __init__(self, problems: Iterable[Problem], *, source: str | None = None, headline: str | None = None) -> None:
         self.problems = tuple(problems)
         self.source = source
+        if headline:
+            self.headline = headline
         where = f" ({source})" if source else ""
         count = len(self.problems)
         lines = [f"{self.headline}{where}: {count} problem{'s' if count != 1 else ''}"]
@@ -70,6 +73,22 @@ class Unsupported(SpecError):
         self.target = target
         self.headline = f"the {target} target cannot run this job"
         super().__init__(problems, source=source)
+
+
+class UsageError(CrosstrainError):
+    """The command line itself is wrong (an unknown verb or option, a missing argument)."""
+
+    exit_code = ExitCode.INVALID
+
+
+class NotConfigured(SpecError):
+    """A handle or a rendered request points at a host, endpoint, workspace or project this machine is not
+    configured for. Refused before any credential is loaded: handles and request files travel between CI steps
+    and machines, so where credentials go is what the user configured, never what a file says."""
+
+    def __init__(self, what: str, problems: Iterable[Problem]) -> None:
+        self.headline = f"the {what} points where this machine is not configured to send credentials; nothing was sent"
+        super().__init__(problems)
 
 
 class UnknownBackend(CrosstrainError, LookupError):

@@ -3,51 +3,29 @@
 from __future__ import annotations
 
 import re
-import sys
 import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from crosstrain import inputs
 from crosstrain.errors import Problem, SpecError
 from crosstrain.spec import TrainingJob
 
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 
 def read_document(source: str | Path, *, stdin: typing.TextIO | None = None) -> tuple[Any, str]:
-    """Parse a YAML/JSON file (or `-` for stdin). Returns the data and a name for messages."""
-    if str(source) == "-":
-        text, name = (stdin or sys.stdin).read(), "<stdin>"
-    else:
-        path = Path(source)
-        name = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise SpecError([Problem("", f"no such file: {path}", "check the path")], source=name) from None
-        except OSError as exc:
-            raise SpecError(
-                [Problem("", f"cannot read {path}: {exc.strerror}", "check the path")], source=name
-            ) from None
+    """Parse a YAML/JSON file (or `-` for stdin) within `inputs.JOB`'s limits. Returns the data and a name for
+    messages."""
+    text, name = inputs.read_text(source, inputs.JOB, stdin=stdin)
     return parse_text(text, name), name
 
 
 def parse_text(text: str, name: str) -> Any:
-    """YAML or JSON text -> data (JSON is YAML, so one parser covers both)."""
-    try:
-        return yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(
-            [Problem("", f"not valid YAML or JSON{where}: {problem}", "fix the syntax")], source=name
-        ) from None
+    """YAML or JSON text -> data (JSON is YAML, so one parser covers both), within `inputs.JOB`'s limits."""
+    return inputs.parse_yaml(text, inputs.JOB, name)
 
 
 def load_job(source: str | Path | Mapping[str, Any] | TrainingJob) -> TrainingJob:
@@ -79,14 +57,42 @@ def job_from_dict(data: Any, *, source: str | None = None) -> TrainingJob:
         raise SpecError(problems_from(exc, TrainingJob), source=source) from None
 
 
+#: Problems listed in one error; past that, one more line counts the rest. Alike errors under one parent (unknown
+#: fields, list items of the wrong type) past `SAME_KIND` become one problem, so a file with 9,000 unknown keys
+#: gets a few lines, not 9,000.
+MAX_PROBLEMS = 20
+SAME_KIND = 3
+
+
 def problems_from(exc: ValidationError, model: type[BaseModel], prefix: str = "") -> list[Problem]:
     """Turn pydantic's errors into problems that name the field path and the fix."""
-    problems = []
+    groups: dict[tuple[str, str], list[tuple[Any, list[Any]]]] = {}
     for err in exc.errors(include_url=False):
         loc = [part for part in err["loc"] if not _is_validator_tag(part)]
-        path = _dotted([prefix, *loc] if prefix else loc)
-        message, fix = _explain(err, model, loc)
-        problems.append(Problem(path, message, fix))
+        groups.setdefault((_dotted(loc[:-1]), err["type"]), []).append((err, loc))
+    problems: list[Problem] = []
+    total = 0
+    for group in groups.values():
+        alike = len(group) > SAME_KIND
+        total += 1 if alike else len(group)
+        if len(problems) >= MAX_PROBLEMS:
+            continue  # counted, not explained: explaining 20,000 of them would take seconds
+        for err, loc in [group[0]] if alike else group:
+            path = _dotted([prefix, *loc[: -1 if alike else None]] if prefix else loc[: -1 if alike else None])
+            message, fix = _explain(err, model, loc)
+            if alike:
+                names = ", ".join(inputs.excerpt(loc[-1], 30) for _, loc in group[:SAME_KIND])
+                if err["type"] == "extra_forbidden":
+                    known = _fields_at(model, loc[:-1])
+                    message = f"{len(group):,} unknown fields: {names}, …"
+                    fix = "remove them" + (f"; known fields here: {', '.join(known)}" if known else "")
+                else:
+                    message = f"{len(group):,} values ({names}, …): {message}"
+            problems.append(Problem(path, inputs.cut(message, 300), inputs.cut(fix, 300)))
+    problems = problems[:MAX_PROBLEMS]
+    if total > len(problems):
+        more = total - len(problems)
+        problems.append(Problem("", f"and {more:,} more problem{'s' if more > 1 else ''}", "fix the ones above first"))
     return problems
 
 
@@ -109,8 +115,9 @@ def _dotted(loc: list[Any]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            name = str(part) or '""'  # an empty key still needs a place in the path
-            out += f".{name}" if out else name
+            text = inputs.excerpt(part, 40)[1:-1] if isinstance(part, str) and len(part) > 40 else str(part)
+            text = text or '""'  # an empty key still needs a place in the path
+            out += f".{text}" if out else text
     return out
 
 
@@ -123,9 +130,9 @@ def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str
 
         name = str(loc[-1]) if loc else ""
         known = _fields_at(model, loc[:-1])
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) if len(name) < 100 else []
         hint = f"did you mean {close[0]!r}?" if close else f"remove it; known fields here: {', '.join(known)}"
-        return f"unknown field {name!r}", hint
+        return f"unknown field {inputs.excerpt(name)}", hint
     if kind == "missing":
         return "required field is missing", f"add `{loc[-1]}:`" if loc else "add it"
     if kind == "value_error" and "; " in str(ctx.get("error", "")):
@@ -134,7 +141,7 @@ def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str
         return what, how
     message = err["msg"]
     if "input" in err and kind not in ("model_type", "dict_type"):
-        message = f"{message} (got {err['input']!r})"
+        message = f"{message} (got {inputs.excerpt(err['input'])})"
     fixes = {
         "greater_than_equal": f"use a value of at least {ctx.get('ge')}",
         "greater_than": f"use a value above {ctx.get('gt')}",

@@ -48,8 +48,10 @@ class RetryPolicy:
     """How often and how patiently to retry. `sleep` is injectable so tests run without waiting.
 
     `call_timeout` bounds every call an adaptor makes (a stalled server is an unknown outcome, not a hang);
-    `settle` is how long to keep looking for a job after an unknown outcome on a platform that cannot dedupe
-    a create, before creating again (a service may create the job seconds after it answered 504).
+    `connect_timeout` bounds connecting, where the client can tell it apart (an unreachable host is a refusal
+    in seconds, not a wait of `call_timeout` per attempt; a platform's API accepts a connection in
+    milliseconds); `settle` is how long to keep looking for a job after an unknown outcome on a platform that
+    cannot dedupe a create, before creating again (a service may create the job seconds after it answered 504).
     """
 
     attempts: int = 6
@@ -57,6 +59,7 @@ class RetryPolicy:
     maximum: float = 30.0
     jitter: float = 1.0
     call_timeout: float = 60.0
+    connect_timeout: float = 5.0
     settle: float = 15.0
     look_interval: float = 2.0
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False)

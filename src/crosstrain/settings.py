@@ -10,24 +10,68 @@ Each backend declares a `TargetSettings` model. Values are layered, lowest first
 
 The environment is below the job file so that an ambient variable never silently redirects a job file that
 names its own project or host; `--set` is there for CI pipelines that must.
+
+A handle or a rendered request read from a file is checked against `configured_settings` (environment and
+overrides, no job file) before any credential is loaded, since those files travel between machines. No
+setting may carry credentials in a URL (`https://user:token@host`): they would be printed and saved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from crosstrain.errors import Problem, SpecError
 
 S = TypeVar("S", bound="TargetSettings")
 
 
+#: `scheme://userinfo@`: a URL that carries a user name or secret before its host.
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#@\s]*)@")
+
+
+def url_credentials(text: str) -> bool:
+    """Whether `text` holds a URL with credentials: any userinfo on http(s) (`git+https://` too), a password on
+    other schemes (`ssh://git@host` names a user, not a secret)."""
+    for match in _USERINFO.finditer(text):
+        scheme = match["scheme"].lower().removesuffix("://").rsplit("+", 1)[-1]
+        if scheme in ("http", "https") or ":" in match["userinfo"]:
+            return True
+    return False
+
+
+def redact(text: str) -> str:
+    """`text` with the userinfo of every URL in it replaced by `***`, for messages that echo a URL."""
+    return _USERINFO.sub(lambda m: f"{m['scheme']}***@", text)
+
+
 class TargetSettings(BaseModel):
     """Base of every backend's settings model."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_url_credentials(cls, value: Any) -> Any:
+        """A URL with credentials in any setting is refused: a render prints it and a handle saves it."""
+        texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        for text in (t for t in texts if isinstance(t, str)):
+            if url_credentials(text):
+                raise PydanticCustomError(
+                    "crosstrain",
+                    "{url} carries credentials in the URL; crosstrain would print them in renders and save them "
+                    "in handles",
+                    {
+                        "url": redact(text),
+                        "fix": "remove the user:secret@ part and give the credential through the platform's own "
+                        "authentication (e.g. DATABRICKS_TOKEN, a ~/.databrickscfg profile, gcloud or az login)",
+                    },
+                )
+        return value
 
 
 def setting(default: Any = ..., *, description: str, env: tuple[str, ...] = ()) -> Any:
@@ -73,6 +117,43 @@ def resolve_settings(
                 hint += [f"${v}" for v in env_vars(model, key)] if key in model.model_fields else []
                 problems[i] = Problem(p.path, f"{target} needs `{key}`", "set it with " + ", ".join(hint))
         raise SpecError(problems) from None
+
+
+def configured_settings(
+    model: type[TargetSettings],
+    target: str,
+    *,
+    names: Collection[str],
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The settings in `names` that this machine configures without any job file (the environment, then
+    `overrides`), each validated as the model does; unset ones are left out.
+
+    This is what a handle or a rendered request from a file is held to: the file may come from anywhere.
+    """
+    values: dict[str, Any] = {}
+    for name in names:
+        for var in env_vars(model, name):
+            if environ and environ.get(var):
+                values[name] = environ[var]
+                break
+        if (overrides or {}).get(name) is not None:
+            values[name] = (overrides or {})[name]
+    problems: list[Problem] = []
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        try:  # one field at a time: the model's other required fields need not be set
+            checked = model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
+        except ValidationError as exc:
+            from crosstrain.loader import problems_from
+
+            problems += problems_from(exc, model, prefix=f"targets.{target}")
+            continue
+        out[name] = getattr(checked, name)
+    if problems:
+        raise SpecError(problems)
+    return out
 
 
 def parse_assignments(pairs: list[str]) -> dict[str, str]:

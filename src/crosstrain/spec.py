@@ -7,6 +7,7 @@ JSON Schema (`crosstrain schema`) documents both the long and the short forms.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -22,6 +23,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from crosstrain import catalog
+from crosstrain.secrets import SECRET_FORMS_TEXT, match_reference, schema_pattern
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -162,11 +164,65 @@ class BootDisk(_Model):
     size_gb: int | None = Field(None, ge=10, le=65536)
 
 
+class SecretRef(_Model):
+    """An environment variable whose value stays in a secret store: the job carries the reference, and the
+    value is read on the node (by the platform, or by crosstrain's runtime at start), never by crosstrain here."""
+
+    secret: str = Field(
+        description="The secret's reference in its store: a Databricks `scope/key`, a Google Secret Manager "
+        "`projects/<project>/secrets/<name>[/versions/<n>]` (default version: latest), or an Azure Key Vault "
+        "`https://<vault>.vault.azure.net/secrets/<name>[/<version>]`. Each target resolves the stores it can "
+        "and refuses the others.",
+        json_schema_extra={"pattern": schema_pattern()},
+    )
+
+    @field_validator("secret")
+    @classmethod
+    def _form(cls, value: str) -> str:
+        if match_reference(value) is None:
+            shown = value if len(value) <= 80 else f"{value[:77]}..."
+            raise _invalid(f"{shown!r} is not a secret reference", f"write {SECRET_FORMS_TEXT}")
+        return value
+
+    @property
+    def store(self) -> str:
+        """Which store the reference names: one of `SECRET_STORES`."""
+        found = match_reference(self.secret)
+        assert found is not None, "validated"
+        return found[0]
+
+
+def _env_value(value: Any) -> Any:
+    """A plain value (a string) or `{secret: REF}`; anything else is refused here, with one clear message."""
+    if isinstance(value, str | SecretRef):
+        return value
+    if isinstance(value, dict):
+        if set(value) != {"secret"}:
+            raise _invalid(
+                f"an environment value is a string, or a mapping whose one key is `secret`, not a mapping of "
+                f"{sorted(map(str, value))}",
+                f"write {{secret: REF}} with REF {SECRET_FORMS_TEXT}",
+            )
+        return SecretRef.model_validate(value)
+    raise _invalid(
+        f"{value!r} is not a string" if not isinstance(value, list | tuple) else "an environment value is not a list",
+        "quote the value, or write {secret: REF} to name a secret",
+    )
+
+
+EnvValue = Annotated[
+    str | SecretRef,
+    BeforeValidator(_env_value, json_schema_input_type=str | SecretRef),
+    Field(description="A value, or `{secret: REF}`: a secret's reference, resolved on the node."),
+]
+Env = dict[str, EnvValue]
+
+
 class _Pool(_Model):
     image: str | None = Field(None, description="Container image; defaults to the job's `image`.")
     command: Command | None = Field(None, description="Overrides the job's command for this pool.")
     args: list[str] | None = Field(None, description="Overrides the job's args for this pool.")
-    env: dict[str, str] = Field(default_factory=dict, description="Added to the job's env for this pool.")
+    env: Env = Field(default_factory=dict, description="Added to the job's env for this pool.")
     machine: MachineField | None = None
     boot_disk: BootDisk | None = None
 
@@ -256,7 +312,11 @@ class TrainingJob(_Model):
     image: str | None = Field(None, description="Default container image of every pool.")
     command: Command | None = None
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Env = Field(
+        default_factory=dict,
+        description="Environment variables of every pool: NAME: value, or NAME: {secret: REF} to pass a secret "
+        "by reference (the render shows the reference, never a value).",
+    )
     primary: PrimaryPool = Field(default_factory=PrimaryPool)
     workers: WorkerPool = Field(default_factory=WorkerPool)
     reduction_server: ReductionServer | None = None
@@ -299,7 +359,7 @@ class TrainingJob(_Model):
 
     @field_validator("env")
     @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+    def _env_names(cls, value: dict[str, str | SecretRef]) -> dict[str, str | SecretRef]:
         for name in value:
             if not _ENV_NAME.fullmatch(name):
                 raise _invalid(
@@ -351,22 +411,33 @@ class PoolView:
     image: str | None
     command: list[str] | None
     args: list[str]
+    #: Plain values only; the variables whose value is a secret are in `secrets`.
     env: dict[str, str]
     machine: Machine | None
     boot_disk: BootDisk | None
     machine_path: str
+    #: NAME -> (the reference, the field path that set it): variables to be read from a store on the node.
+    secrets: dict[str, tuple[SecretRef, str]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, role: str, pool: _Pool, job: TrainingJob, primary: PoolView | None) -> PoolView:
         inherit = primary if role == "workers" else None
+        env = {**job.env, **(job.primary.env if inherit else {}), **pool.env}
+
+        def where(name: str) -> str:  # the field that set the variable, for refusals
+            if name in pool.env:
+                return f"{role}.env.{name}"
+            return f"primary.env.{name}" if inherit and name in job.primary.env else f"env.{name}"
+
         return cls(
             role=role,
             replicas=int(getattr(pool, "replicas", 1)),
             image=pool.image or (inherit.image if inherit else None) or job.image,
             command=pool.command if pool.command is not None else (inherit.command if inherit else job.command),
             args=pool.args if pool.args is not None else (inherit.args if inherit else list(job.args)),
-            env={**job.env, **(inherit.env if inherit else {}), **pool.env},
+            env={k: v for k, v in env.items() if isinstance(v, str)},
             machine=pool.machine or (inherit.machine if inherit else None),
             boot_disk=pool.boot_disk or (inherit.boot_disk if inherit else None),
             machine_path=f"{role}.machine" if pool.machine or not inherit else inherit.machine_path,
+            secrets={k: (v, where(k)) for k, v in env.items() if isinstance(v, SecretRef)},
         )

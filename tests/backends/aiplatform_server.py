@@ -160,7 +160,10 @@ class AIPlatformPlatform(LoopbackPlatform):
         return RetryPolicy(sleep=lambda seconds: None, call_timeout=self.call_timeout)
 
     def backend(self) -> AIPlatformBackend:
-        return AIPlatformBackend(session=loopback_session(), retry=self.retry(), environ={})
+        # The loopback is the endpoint this "machine" configures: handles and requests for it are accepted.
+        return AIPlatformBackend(
+            session=loopback_session(), retry=self.retry(), environ={}, settings={"endpoint": self.endpoint}
+        )
 
     def inject(self, operation: str, fault: str) -> None:
         self.service.inject(self.OPERATIONS[operation], fault)
@@ -181,7 +184,7 @@ class AIPlatformPlatform(LoopbackPlatform):
             "from crosstrain.backends.aiplatform import AIPlatformBackend\n"
             "session = AuthorizedSession(AnonymousCredentials())\n"
             "session.trust_env = False\n"
-            "backend = AIPlatformBackend(session=session, environ={})\n"
+            f"backend = AIPlatformBackend(session=session, environ={{}}, settings={{'endpoint': {self.endpoint!r}}})\n"
         )
 
     def settle(self) -> None:

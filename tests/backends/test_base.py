@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -95,10 +96,14 @@ def test_handle_string_round_trips_and_rejects_garbage() -> None:
     handle = JobHandle("fake", "j-1", "id-1", "file:///x", {"url": "file:///x"})
     assert JobHandle.loads(str(handle)) == handle
     assert "\n" not in str(handle)
-    with pytest.raises(SpecError, match="not a crosstrain job handle"):
+    with pytest.raises(SpecError, match=r"handle\.target: missing"):
         JobHandle.loads("{}")
-    with pytest.raises(SpecError, match="handle"):
+    with pytest.raises(SpecError, match="handle: not JSON"):
         JobHandle.loads("not json")
+    with pytest.raises(SpecError, match=r"handle\.ref\.url: fake needs url: a string, missing"):
+        JobHandle.loads(handle.dumps().replace('"url"', '"uri"'))
+    # what `crosstrain submit --json` prints holds the handle
+    assert JobHandle.loads(json.dumps({"handle": handle.dumps(), "target": "fake"})) == handle
 
 
 def test_terminal_states() -> None:

@@ -78,6 +78,15 @@ def _golden_cases() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
             },
             {"host": "https://1234567890123456.7.gcp.databricks.com", "crosstrain_library": "image"},
         ),
+        "secrets-aws": (
+            {
+                "name": "with-secrets",
+                "command": "python -m trainer.main",
+                "primary": {"machine": "A10G:4"},
+                "env": {"HF_TOKEN": {"secret": "ml-scope/hf-token"}, "LOG_LEVEL": "info"},
+            },
+            AWS,
+        ),
         "spot-aws-volume": (
             {
                 "name": "spot-run",
@@ -195,6 +204,70 @@ def test_a_local_training_file_is_uploaded_and_moves_the_identity(
     assert render(job).identity != first.identity
     with pytest.raises(Unsupported, match="neither a file here nor a path on the cluster"):
         render({**job, "command": "python missing.py"})
+
+
+def test_a_symlink_out_of_the_job_folder_is_never_uploaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's probe: `train.py` linked to ~/.aws/credentials was uploaded and printed base64."""
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text("aws_secret_access_key = SECRET\n")
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / "train.py").symlink_to(tmp_path / ".aws" / "credentials")
+    monkeypatch.chdir(job_dir)
+    with pytest.raises(Unsupported) as refused:
+        render({"name": "up", "command": "python train.py", "primary": {"machine": "T4:1"}})
+    (problem,) = refused.value.problems
+    assert problem.path == "command"
+    assert "train.py is a symlink to" in problem.message
+    assert str(tmp_path / ".aws" / "credentials") in problem.message
+    assert "copy the file you mean" in problem.fix
+    assert "SECRET" not in str(refused.value)
+    (tmp_path / "secret.py").write_text("TOKEN = 'SECRET'\n")
+    with pytest.raises(Unsupported, match="outside the job's folder"):
+        render({"name": "up", "command": "python ../secret.py", "primary": {"machine": "T4:1"}})
+
+
+def test_a_local_path_outside_the_job_folder_is_an_image_path_or_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "elsewhere.py").write_text("print('not meant')\n")
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    monkeypatch.chdir(job_dir)
+    outside = str(tmp_path / "elsewhere.py")
+    in_image = render({**BASE_JOB, "command": ["python", outside], "primary": {"machine": "T4:1"}})
+    assert len(in_image.calls) == 1, "nothing uploaded: the path names the image's own file"
+    with pytest.raises(Unsupported, match="outside the job's folder"):
+        render({"name": "up", "command": ["python", outside], "primary": {"machine": "T4:1"}})
+
+
+def test_the_workspace_import_limit_is_checked_at_render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """10 MB of base64 content per import: a file of 7,500,000 bytes fits, one more byte does not."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "big.py").write_bytes(b"#" * 7_500_000)
+    (tmp_path / "bigger.py").write_bytes(b"#" * 7_500_001)
+    job = {"name": "big", "command": "python big.py", "primary": {"machine": "T4:1"}}
+    upload = render(job).calls[1].body
+    assert len(upload["content"]) == 10_000_000
+    with pytest.raises(Unsupported) as refused:
+        render({**job, "command": "python bigger.py"})
+    (problem,) = refused.value.problems
+    assert problem.path == "command"
+    assert "bigger.py is 7,500,001 bytes" in problem.message
+    assert "at most 10 MB of base64 content" in problem.message
+    assert "at most 7,500,000 bytes" in problem.message
+    assert "/Volumes/" in problem.fix
+
+
+@pytest.mark.parametrize("folder", ["/Workspace/../..", "/Workspace/Shared/../../etc", "/Workspace//x", "/Repos/x"])
+def test_a_workspace_dir_that_leaves_the_workspace_is_refused(folder: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        render(BASE_JOB, workspace_dir=folder)
+    (problem,) = refused.value.problems
+    assert problem.path == "targets.databricks.workspace_dir"
+    assert folder in problem.message
+    assert problem.fix
+    assert "see `crosstrain schema`" not in problem.fix
 
 
 def test_the_crosstrain_library_is_sent_but_names_no_new_run() -> None:
@@ -336,6 +409,24 @@ def test_a_changed_file_under_a_fixed_run_id_never_overwrites_the_runs_file(
     assert v1["path"] != v2["path"]
     assert platform.workspace.files[v1["path"]] == v1["content"], "the run's own file is untouched"
     assert platform.live_jobs(first.identity) == [handle.job_id]
+
+
+def test_an_edited_request_uploads_nowhere_but_its_workspace_folder(
+    platform: DatabricksPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('v1')\n")
+    backend = platform.backend()
+    request = backend.render(
+        job_from_dict({"name": "up", "command": "python train.py", "primary": {"machine": "T4:1"}}), platform.settings
+    )
+    for path in ("/Workspace/Shared/crosstrain/../../Users/someone/train.py", "/Workspace/Users/someone/train.py"):
+        edited = request.to_dict()
+        edited["calls"][1]["body"]["path"] = path
+        with pytest.raises(SpecError) as refused:
+            backend.send(Request.from_dict(edited))
+        assert refused.value.problems[0].path == "calls[1].body.path"
+    assert sent(platform.workspace) == [], "refused before anything was sent"
 
 
 @pytest.mark.parametrize(

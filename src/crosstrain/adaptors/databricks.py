@@ -8,6 +8,12 @@ time the SDK would sleep before a retry, `_SdkWouldRetry` stops it, and `call` m
 to retry (kept as the marker's `__context__`). So every HTTP request is made exactly once per attempt of
 `RetryPolicy`, and each has the client timeout `http_timeout_seconds` (the policy's `call_timeout`).
 
+**An unreachable host.** The SDK has one timeout for connecting and answering, and probes the host's
+`/.well-known/databricks-config` while the client is made, with its own retries (measured: 460 s before
+`crosstrain status` failed against a workspace address that drops connections). `workspace_client` bounds
+the probe and every connection by `connect_timeout`, so an unreachable workspace is a refusal within seconds
+per attempt while a slow answer still gets the full `timeout`.
+
 **Errors.** A `DatabricksError` does not keep its HTTP status, but its class says it: the SDK maps each status
 to one class (`STATUS_CODE_MAPPING`; an `error_code` may pick a subclass, e.g. `RequestLimitExceeded` is a
 `TooManyRequests`), so the status is that of the nearest mapped class in the error's MRO, and
@@ -19,7 +25,6 @@ Connection failures and timeouts (requests' errors) go through `connection_error
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -58,10 +63,12 @@ def workspace_client(
     host: str | None,
     *,
     timeout: float,
+    connect_timeout: float | None = None,
     profile: str | None = None,
     token: str | None = None,
 ) -> WorkspaceClient:
-    """A `WorkspaceClient` whose own retries are off and whose every request times out after `timeout` seconds.
+    """A `WorkspaceClient` whose own retries are off and whose every request times out after `timeout` seconds,
+    and after `connect_timeout` (at most `timeout`) where it cannot connect.
 
     Authentication is Databricks unified auth (environment, `~/.databrickscfg` `profile`, OAuth); `token` is
     for tests and benchmarks that talk to a loopback workspace.
@@ -72,6 +79,8 @@ def workspace_client(
     from databricks.sdk.config import Config
 
     from crosstrain import __version__
+
+    connect = min(connect_timeout or timeout, timeout)
 
     class NoRetries(Clock):
         """The SDK's clock, except that it never sleeps before a retry: it stops the retry instead."""
@@ -93,16 +102,24 @@ def workspace_client(
             product="crosstrain",
             product_version=__version__,
             clock=NoRetries(),
-            # Bounds the SDK's host-metadata probe at construction (it builds its own retrying client).
-            retry_timeout_seconds=max(1, math.ceil(timeout)),
-            http_timeout_seconds=timeout,
+            # The host-metadata probe at construction builds its own retrying client from these two: one attempt
+            # of at most `connect` seconds, then the SDK carries on without it (it is best-effort). Calls are
+            # not retried by the SDK whatever this says (see NoRetries).
+            retry_timeout_seconds=1,
+            http_timeout_seconds=connect,
         )
     except ValueError as exc:  # no credentials, an unknown profile, a bad host
         raise SubmitError(
             f"databricks: cannot set up a client for {host or 'the default workspace'}: {exc}. Set DATABRICKS_HOST "
             "and DATABRICKS_TOKEN (or another unified-auth method), or a `profile` from ~/.databrickscfg"
         ) from exc
-    return WorkspaceClient(config=config)
+    client = WorkspaceClient(config=config)
+    # Each API request: `connect` seconds to connect, `timeout` to answer (requests takes the pair). The SDK
+    # (pinned, 0.156) passes its client's `_http_timeout_seconds` to every request and has no public setting.
+    base = getattr(client.api_client, "_api_client", None)
+    if base is not None and hasattr(base, "_http_timeout_seconds"):
+        base._http_timeout_seconds = (connect, timeout)
+    return client
 
 
 def status_of(error: BaseException) -> int | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from crosstrain import secrets
 from crosstrain.backends.base import launcher_command
 from crosstrain.errors import Problem
 
@@ -51,6 +52,9 @@ def labels(job: TrainingJob, identity: str, fingerprint: str) -> dict[str, str]:
     return dict(sorted({**job.labels, IDENTITY_LABEL: identity[:63], FINGERPRINT_LABEL: fingerprint}.items()))
 
 
+#: Secrets in Google Secret Manager are read at start by crosstrain's runtime, with the job's service account.
+SECRET_STORES = frozenset({"gcp"})
+
 # Vertex AI and AI Platform Training both start one process per node of the primary and worker pools.
 TRAINING_ROLES = ("primary", "workers")
 
@@ -66,10 +70,13 @@ def runs_under_launcher(job: TrainingJob, gpu_count: int) -> bool:
 
 
 def node_command(job: TrainingJob, pool: PoolView, gpu_count: int) -> list[str] | None:
-    """The pool's container command, wrapped in the launcher where `runs_under_launcher` says so."""
+    """The pool's container command, wrapped in the launcher where `runs_under_launcher` says so, and in the
+    secret resolver (outermost, so it runs once per node) where the pool has secrets."""
     command = pool.command
     if command and pool.role in TRAINING_ROLES and runs_under_launcher(job, gpu_count):
-        return launcher_command(command, nproc_per_node=job.processes_per_node(gpu_count))
+        command = launcher_command(command, nproc_per_node=job.processes_per_node(gpu_count))
+    if command and pool.secrets:
+        command = secrets.resolver_command(command)
     return command
 
 

@@ -11,7 +11,9 @@ it only if its `crosstrain-id` label is this identity and its `crosstrain-fp` la
 (a job made from another request is an `IdentityConflict`, and nothing is created).
 
 Requests go over REST with google-auth's `AuthorizedSession`, through `crosstrain.adaptors.google_rest`
-(imported only when something is sent), which maps every failure to crosstrain's three kinds.
+(imported only when something is sent), which maps every failure to crosstrain's three kinds. A handle or a
+request from a file goes only to Google's endpoints (ml.googleapis.com, ml.mtls.googleapis.com) or the
+configured `endpoint`, in the configured project where one is set, checked before credentials are loaded.
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ import re
 import shlex
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from crosstrain import catalog
+from crosstrain import catalog, secrets
 from crosstrain.adaptors import google_rest
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
     IDENTITY_LABEL,
+    SECRET_STORES,
     label_problems,
     labels,
     launch_problems,
@@ -43,6 +46,8 @@ from crosstrain.backends.base import (
     JobState,
     JobStatus,
     Request,
+    origin_of,
+    shown,
 )
 from crosstrain.errors import Problem, SubmitError
 from crosstrain.settings import TargetSettings, setting
@@ -82,6 +87,9 @@ _POOL_FIELDS = {
     "parameter_servers": ("parameterServerType", "parameterServerCount", "parameterServerConfig"),
     "evaluators": ("evaluatorType", "evaluatorCount", "evaluatorConfig"),
 }
+#: Google's own API roots: where Google credentials may always go.
+GOOGLE_ENDPOINTS = ("https://ml.googleapis.com", "https://ml.mtls.googleapis.com")
+_JOBS_PATH = re.compile(r"/v1/projects/(?P<project>[^/]+)/jobs(?:/(?P<job>[^/:]+))?")
 
 
 class AIPlatformSettings(TargetSettings):
@@ -112,6 +120,14 @@ class AIPlatformSettings(TargetSettings):
         env=("CROSSTRAIN_AIPLATFORM_ENDPOINT",),
     )
 
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        # Google credentials go to this host: it must be a plain http(s) URL.
+        if origin_of(value) is None:
+            raise ValueError("the endpoint is not an http(s) URL such as https://ml.googleapis.com")
+        return value
+
 
 def job_id(identity: str) -> str:
     """The jobId for an identity: letters, digits and underscores, starting with a letter, at most 128.
@@ -140,6 +156,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         per_pool_commands=True,
         logs=True,
         dedupes_create=True,  # the jobId is chosen at render time: a repeated create meets 409 ALREADY_EXISTS
+        secret_stores=SECRET_STORES,
     )
     conflict_fix = "submit with --run-id new (or another run_id): AI Platform keeps a jobId for good"
 
@@ -218,11 +235,13 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
                     "use a gs://bucket/path",
                 )
             )
+        problems += secrets.needs_command(job, "AI Platform Training")
         return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
 
     def _render(self, job: TrainingJob, settings: AIPlatformSettings, ids: Ids) -> Request:
         identity = ids.identity
         training_input: dict[str, Any] = {"scaleTier": "CUSTOM", "region": settings.region}
+        secret_notes = [f"{p.role}: {secrets.runtime_note(p)}" for p in job.pools() if p.secrets]
         for pool in job.pools():
             type_key, count_key, config_key = _POOL_FIELDS[pool.role]
             machine = _resolve(pool, [])
@@ -258,7 +277,14 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             {"Content-Type": "application/json"},
             purpose="create the job; a retry that meets 409 ALREADY_EXISTS for this jobId adopts it",
         )
-        return Request(self.name, identity, job.name, (call,), settings.model_dump(mode="json"), notes=(SHUTDOWN_NOTE,))
+        return Request(
+            self.name,
+            identity,
+            job.name,
+            (call,),
+            settings.model_dump(mode="json"),
+            notes=(SHUTDOWN_NOTE, *secret_notes),
+        )
 
     def fingerprint_view(self, request: Request) -> Any:
         """The calls as the platform receives them, less the endpoint's host: the same job sent through
@@ -293,6 +319,67 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         )
 
     # -- submit (sends) ------------------------------------------------------------------------------------
+    # -- where credentials may go -------------------------------------------------------------------------
+    binding_settings = ("endpoint", "project")
+
+    def _url_problems(self, url: Any, path: str, what: str, *, job: bool) -> list[Problem]:
+        """Whether `url` is on Google's or the configured endpoint, in the configured project if one is set."""
+        configured = self.configured()
+        mine = origin_of(configured.get("endpoint"))  # validated: None only where none is configured
+        allowed = [*GOOGLE_ENDPOINTS, *([mine] if mine else [])]
+        origin = origin_of(url)
+        parts = _JOBS_PATH.search(urlsplit(url).path) if isinstance(url, str) and origin else None
+        if origin is None or parts is None or bool(parts["job"]) != job:
+            form = "<endpoint>/v1/projects/<project>/jobs" + ("/<jobId>" if job else "")
+            return [
+                Problem(path, f"{shown(url)} is not an AI Platform {form} URL", f"use the {what} as crosstrain made it")
+            ]
+        problems = []
+        if origin not in allowed:
+            problems.append(
+                Problem(
+                    path,
+                    f"the {what} sends to {origin}, which is neither Google's endpoint nor the configured one "
+                    f"({', '.join(dict.fromkeys(allowed))})",
+                    f"if {origin} is your endpoint, set CROSSTRAIN_AIPLATFORM_ENDPOINT={origin} (or pass --set "
+                    f"endpoint={origin}); else use a {what} made for ml.googleapis.com",
+                )
+            )
+        project = unquote(parts["project"])
+        if "project" in configured and project != configured["project"]:
+            problems.append(
+                Problem(
+                    path,
+                    f"the {what} is for project {project!r}, this machine is configured for {configured['project']!r}",
+                    f"pass --set project={project} (or set GOOGLE_CLOUD_PROJECT) if that project is meant",
+                )
+            )
+        return problems
+
+    def handle_problems(self, handle: JobHandle) -> list[Problem]:
+        url = handle.ref.get("url")
+        problems = self._url_problems(url, "handle.ref.url", "handle", job=True)
+        project = handle.ref.get("project")
+        parts = _JOBS_PATH.search(urlsplit(url).path) if isinstance(url, str) and not problems else None
+        if parts and project is not None and project != unquote(parts["project"]):
+            problems.append(
+                Problem(
+                    "handle.ref.project",
+                    f"{shown(project)} is not the project of the handle's URL",
+                    "use the handle as made",
+                )
+            )
+        return problems
+
+    def request_problems(self, request: Request) -> list[Problem]:
+        return [
+            problem
+            for i, call in enumerate(request.calls)
+            for problem in self._url_problems(
+                call.url, f"request.calls[{i}].url", "request", job=call is not request.create
+            )
+        ]
+
     def _client(self) -> requests.Session:
         """The injected session (tests), or an AuthorizedSession with Application Default Credentials."""
         if self.session is None:
@@ -306,6 +393,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         return google_rest.json_of(self._call("GET", url))
 
     def send(self, request: Request) -> JobHandle:
+        self.check_request(request)
         settings = self.request_settings(request)
         call = request.create
         body = call.body
@@ -328,13 +416,15 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         _, adopted = self.retry.create(
             create, dedupes=self.capabilities.dedupes_create, find=find, identity=request.identity
         )
-        return JobHandle(
-            self.name,
-            request.identity,
-            body["jobId"],
-            console_url=f"https://console.cloud.google.com/ai-platform/jobs/{body['jobId']}?project={settings.project}",
-            ref={"url": job_url, "project": settings.project},
-            adopted=adopted,
+        return self.issue(
+            JobHandle(
+                self.name,
+                request.identity,
+                body["jobId"],
+                console_url=f"https://console.cloud.google.com/ai-platform/jobs/{body['jobId']}?project={settings.project}",
+                ref={"url": job_url, "project": settings.project},
+                adopted=adopted,
+            )
         )
 
     def _check_ours(self, request: Request, job: dict[str, Any], where: str) -> None:
@@ -351,11 +441,13 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         self.check_same_request(request, found.get(FINGERPRINT_LABEL), where)
 
     def status(self, handle: JobHandle) -> JobStatus:
+        self.check_handle(handle)
         job = self._get(handle.ref["url"])
         native = str(job.get("state", "STATE_UNSPECIFIED"))
         return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, str(job.get("errorMessage", "")))
 
     def cancel(self, handle: JobHandle) -> None:
+        self.check_handle(handle)
         url = f"{handle.ref['url']}:cancel"
 
         def cancel_once() -> None:
@@ -368,6 +460,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
 
     def logs(self, handle: JobHandle) -> Iterator[str]:
         """Where the logs are: AI Platform writes them to Cloud Logging under the `ml_job` resource."""
+        self.check_handle(handle)
         query = f'resource.type="ml_job"\nresource.labels.job_id="{handle.job_id}"'
         project = handle.ref.get("project", "")
         yield f"Cloud Logging filter: {' AND '.join(query.splitlines())}"
@@ -423,8 +516,9 @@ def _replica_config(job: TrainingJob, pool: PoolView, machine: catalog.ResolvedM
         config["acceleratorConfig"] = {"count": str(machine.gpu_count), "type": machine.accelerator}
     command = node_command(job, pool, machine.gpu_count if machine else 0)
     if command:
-        if pool.env:
-            command = ["env", *(f"{k}={v}" for k, v in sorted(pool.env.items())), *command]
+        env = {**pool.env, **secrets.reference_env(pool)}  # a secret's reference, never its value
+        if env:
+            command = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *command]
         config["containerCommand"] = command
     if pool.args:
         config["containerArgs"] = list(pool.args)

@@ -13,6 +13,10 @@ status, cancel and logs use the public `MLClient.jobs` operations. Sources: ../s
 Azure runs one image, one command and one VM size on every node; `instance_count` is the number of nodes and
 `process_count_per_instance` is per node (the SDK v1 `PyTorchConfiguration.process_count` was the total; the
 `distributed_job_config` setting accepts the v1 forms and converts them).
+
+The ARM token goes to management.azure.com only: a handle or a request from a file is checked, before any
+credential is asked for a token, for that host and for the subscription, resource group and workspace this
+machine configures (where it configures them).
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from crosstrain import catalog
+from crosstrain import catalog, secrets
 from crosstrain.adaptors import azure
 from crosstrain.backends.base import (
     Backend,
@@ -41,9 +46,11 @@ from crosstrain.backends.base import (
     JobStatus,
     Request,
     launcher_command,
+    origin_of,
+    shown,
 )
 from crosstrain.errors import Problem
-from crosstrain.settings import TargetSettings, setting
+from crosstrain.settings import TargetSettings, env_vars, setting
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -88,6 +95,7 @@ _NAMED_ENVIRONMENT = re.compile(r"azureml:(?P<name>[A-Za-z0-9_.-]+):(?P<version>
 _ARM_ENVIRONMENT = re.compile(
     r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.MachineLearningServices/.+"
 )
+_SEGMENT = re.compile(r"(?!\.{1,2}$)[^/?#%\s]+")
 _GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -190,6 +198,14 @@ class AzureMLSettings(TargetSettings):
         "is the total), `MpiConfiguration(process_count_per_node=4, node_count=2)`, "
         "`TensorflowConfiguration(worker_count=2)`; converted to nodes, processes per node and framework.",
     )
+
+    @field_validator("subscription_id", "resource_group", "workspace")
+    @classmethod
+    def _segment(cls, value: str) -> str:
+        # Each names one segment of the ARM path that the token is sent to.
+        if not _SEGMENT.fullmatch(value):
+            raise ValueError("is not an Azure resource name (one path segment: no '/', '?', '#', '%' or spaces)")
+        return value
 
 
 # -- the plan: what the job means on Azure ----------------------------------------------------------------
@@ -318,7 +334,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
         machine=machine,
         command=[*pool.command, *pool.args],
         image=pool.image,
-        env=dict(pool.env),
+        env={**pool.env, **secrets.reference_env(pool)},  # a secret's reference, never its value
     )
     return plan, []
 
@@ -487,6 +503,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         logs=True,
         dedupes_create=True,  # the job name is chosen at render time and the PUT is create-or-update
         frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
+        secret_stores=frozenset({"azure"}),  # Key Vault, read at start by crosstrain's runtime
     )
 
     def __init__(
@@ -496,8 +513,9 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         credential: TokenCredential | None = None,
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(retry=retry, environ=environ)
+        super().__init__(retry=retry, environ=environ, settings=settings)
         self.transport = transport  # None: azure-core's requests transport
         self.credential = credential  # None: DefaultAzureCredential, asked for a token at the first call
         self._clients: dict[tuple[str, str, str], Any] = {}
@@ -549,6 +567,10 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         command = plan.command
         if plan.launcher_processes is not None:
             command = launcher_command(command, nproc_per_node=plan.launcher_processes, nnodes=plan.nodes)
+        pool = job.pools()[0]
+        if pool.secrets:  # outermost: read the secrets, then start the launcher or the command
+            command = secrets.resolver_command(command)
+            notes.append(secrets.runtime_note(pool))
         resources: dict[str, Any] = {"instanceCount": plan.nodes, "properties": {}}
         if not settings.compute:
             resources["instanceType"] = plan.machine.machine_type
@@ -614,6 +636,68 @@ class AzureMLBackend(Backend[AzureMLSettings]):
 
         return yaml.safe_dump(cli_yaml(request), sort_keys=False, allow_unicode=True, width=120)
 
+    # -- where credentials may go -------------------------------------------------------------------------
+    binding_settings = ("subscription_id", "resource_group", "workspace")
+
+    def _workspace_problems(self, found: Mapping[str, Any], path: str, what: str) -> list[Problem]:
+        """Whether the workspace a handle or a request names is well formed and the configured one, where this
+        machine configures its subscription, resource group or workspace (names compared as Azure does,
+        ignoring case)."""
+        configured = self.configured()
+        problems = []
+        for key in WORKSPACE_KEYS:
+            value = found.get(key)
+            if not isinstance(value, str) or not _SEGMENT.fullmatch(value):
+                problems.append(
+                    Problem(f"{path}.{key}", f"{shown(value)} is not an Azure resource name", "use the handle as made")
+                )
+            elif key in configured and value.lower() != configured[key].lower():
+                env = env_vars(AzureMLSettings, key)[0]
+                problems.append(
+                    Problem(
+                        f"{path}.{key}",
+                        f"the {what} is for {key} {value!r}, this machine is configured for {configured[key]!r}",
+                        f"pass --set {key}={value} (or set {env}) if that workspace is meant",
+                    )
+                )
+        return problems
+
+    @staticmethod
+    def _url_problems(url: Any, found: Mapping[str, Any], path: str, what: str) -> list[Problem]:
+        """An ARM URL in the named workspace: the only place the ARM token may go."""
+        origin = origin_of(url)
+        if origin != ARM:
+            return [
+                Problem(
+                    path,
+                    f"the {what} sends to {origin or shown(url)}; the Azure token goes only to {ARM}",
+                    f"use a {what} made by crosstrain",
+                )
+            ]
+        subscription, group, workspace = (str(found.get(key)) for key in WORKSPACE_KEYS)
+        prefix = (
+            f"/subscriptions/{subscription}/resourceGroups/{group}"
+            f"/providers/Microsoft.MachineLearningServices/workspaces/{workspace}"
+        )
+        url_path = urlsplit(url).path
+        if not (url_path.lower() + "/").startswith(prefix.lower() + "/"):
+            return [
+                Problem(path, f"{shown(url)} is outside the workspace {prefix}", f"use a {what} made by crosstrain")
+            ]
+        return []
+
+    def handle_problems(self, handle: JobHandle) -> list[Problem]:
+        problems = self._workspace_problems(handle.ref, "handle.ref", "handle")
+        if not problems and "url" in handle.ref:
+            problems += self._url_problems(handle.ref["url"], handle.ref, "handle.ref.url", "handle")
+        return problems
+
+    def request_problems(self, request: Request) -> list[Problem]:
+        problems = self._workspace_problems(request.settings, "request.settings", "request")
+        for i, call in enumerate(request.calls):
+            problems += self._url_problems(call.url, request.settings, f"request.calls[{i}].url", "request")
+        return problems
+
     # -- submit (sends) ------------------------------------------------------------------------------------
     def _client(self, ref: Mapping[str, Any]) -> Any:
         """The workspace's MLClient (one per workspace and backend); nothing is sent until the first call."""
@@ -628,6 +712,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
     def send(self, request: Request) -> JobHandle:
         """Look for the job by its name first; adopt it if this request made it, refuse if another did; else
         register the environment (idempotent) and PUT the job, retried only where that cannot go wrong."""
+        self.check_request(request)
         settings = self.request_settings(request)
         pipeline = self._client(settings.model_dump()).jobs.service_client_01_2025_preview  # its ARM pipeline
         create = request.create
@@ -658,16 +743,19 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             self.check_same_request(request, fingerprint_of_job(answer), where)
         studio = ((answer.get("properties") or {}).get("services") or {}).get("Studio") or {}
         ref = {**{key: getattr(settings, key) for key in WORKSPACE_KEYS}, "url": create.url}
-        return JobHandle(
-            "azureml",
-            request.identity,
-            request.identity,
-            console_url=studio.get("endpoint") or studio_url(ref, request.identity),
-            ref=ref,
-            adopted=adopted,
+        return self.issue(
+            JobHandle(
+                "azureml",
+                request.identity,
+                request.identity,
+                console_url=studio.get("endpoint") or studio_url(ref, request.identity),
+                ref=ref,
+                adopted=adopted,
+            )
         )
 
     def status(self, handle: JobHandle) -> JobStatus:
+        self.check_handle(handle)
         ml = self._client(handle.ref)
         job = self.retry.poll(lambda: azure.call(lambda: ml.jobs.get(handle.job_id), f"read job {handle.job_id}"))
         native = str(getattr(job.status, "value", job.status) or "Unknown")
@@ -676,12 +764,14 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         return JobStatus(state, native, message)
 
     def cancel(self, handle: JobHandle) -> None:
+        self.check_handle(handle)
         ml = self._client(handle.ref)
         what = f"cancel job {handle.job_id}"
         self.retry.poll(lambda: azure.call(lambda: ml.jobs.begin_cancel(handle.job_id).result(), what))
 
     def logs(self, handle: JobHandle) -> Iterator[str]:
         """The job's output as `az ml job stream` shows it; ends when the job ends."""
+        self.check_handle(handle)
         yield from azure.stream_logs(self._client(handle.ref), handle.job_id)
 
 

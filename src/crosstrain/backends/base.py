@@ -4,6 +4,11 @@
 holds every HTTP call submit will make and the job's identity (the id, name or idempotency token that makes
 a retried submit safe). `send()` makes those calls through the platform's official client and returns a
 `JobHandle`, whose string form a CI step can save and a later step can load.
+
+Credentials go only where this machine is configured to send them. A handle or a request that this backend
+did not make itself (one read from a file, or edited) is checked against `Backend.configured()`, the settings
+from the environment, overrides and the SDK's own profile, before any credential is loaded: its host,
+endpoint, workspace or project must be the configured one (`check_handle`, `check_request`).
 """
 
 from __future__ import annotations
@@ -19,9 +24,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from urllib.parse import urlsplit
 
-from crosstrain.errors import IdentityConflict, JobFailed, Problem, SpecError, Unsupported, WaitTimeout
-from crosstrain.settings import TargetSettings, resolve_settings
+from crosstrain.errors import (
+    IdentityConflict,
+    JobFailed,
+    NotConfigured,
+    Problem,
+    SpecError,
+    Unsupported,
+    WaitTimeout,
+)
+from crosstrain.settings import TargetSettings, configured_settings, redact, resolve_settings, url_credentials
 
 if TYPE_CHECKING:
     from crosstrain.retry import RetryPolicy
@@ -147,6 +161,9 @@ class JobHandle:
     console_url: str = ""
     ref: Mapping[str, Any] = field(default_factory=dict)
     adopted: bool = field(default=False, compare=False)
+    #: The backend whose `send` made this handle (never saved): its verbs go through it, which trusts what it
+    #: made from the job's own settings. A handle loaded from text has none and is checked.
+    origin: Backend[Any] | None = field(default=None, compare=False, repr=False)
 
     def dumps(self) -> str:
         data = {
@@ -162,47 +179,110 @@ class JobHandle:
 
     @classmethod
     def loads(cls, text: str) -> JobHandle:
+        """Read a handle back, within `inputs.HANDLE`'s limits; also takes the object `submit --json` prints.
+        Anything else is a `SpecError` naming the field, before any backend is created."""
+        from crosstrain import inputs
+        from crosstrain.backends import entries, get_backend_class
+        from crosstrain.errors import MissingDependency, UnknownBackend
+
+        fix = "pass the line `crosstrain submit` printed, or the file it was saved to"
+
+        def bad(path: str, message: str, hint: str = fix) -> SpecError:
+            return SpecError([Problem(path, message, hint)], headline="invalid job handle")
+
+        data: Any = None
+        for _ in range(2):  # a handle, or `submit --json`'s object holding one under "handle"
+            try:
+                data = inputs.parse_json(text, inputs.HANDLE, None)
+            except inputs.NotJSON as exc:
+                raise bad("handle", f"not JSON ({inputs.cut(str(exc), 80)}): {inputs.excerpt(text.strip())}") from None
+            if isinstance(data, dict) and isinstance(data.get("handle"), str):
+                text = data["handle"]
+                continue
+            break
+        if not isinstance(data, dict):
+            kind = "null" if data is None else type(data).__name__
+            raise bad("handle", f"a handle is a JSON object, not {kind}: {inputs.excerpt(text.strip())}")
+        for key, limit in (("target", 64), ("identity", 1024), ("job_id", 1024), ("console_url", 4096)):
+            if key not in data:
+                if key == "console_url":
+                    continue
+                raise bad(f"handle.{key}", "missing")
+            value = data[key]
+            if not isinstance(value, str) or (not value and key != "console_url"):
+                raise bad(f"handle.{key}", f"must be a non-empty string, not {inputs.excerpt(value)}")
+            if len(value) > limit:
+                raise bad(f"handle.{key}", f"longer than {limit:,} characters: {inputs.excerpt(value)}")
+        ref = data.get("ref")
+        if ref is not None and not isinstance(ref, dict):
+            raise bad("handle.ref", f"must be a JSON object, not {inputs.excerpt(ref)}")
         try:
-            data = json.loads(text)
-            return cls(
-                data["target"],
-                data["identity"],
-                data["job_id"],
-                data.get("console_url", ""),
-                data.get("ref") or {},
-            )
-        except (ValueError, KeyError, TypeError) as exc:
+            backend = get_backend_class(data["target"])
+        except UnknownBackend:
+            known = ", ".join(sorted(entries()))
+            raise bad(
+                "handle.target", f"unknown target {inputs.excerpt(data['target'])}", f"use one of {known}"
+            ) from None
+        except MissingDependency:
+            pass  # using the handle says which package to install
+        else:
+            for field_name, expected in backend.handle_ref.items():
+                value = (ref or {}).get(field_name)
+                if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
+                    got = "missing" if value is None else f"not {inputs.excerpt(value)}"
+                    raise bad(
+                        f"handle.ref.{field_name}", f"{data['target']} needs {field_name}: a {_kind(expected)}, {got}"
+                    )
+        return cls(data["target"], data["identity"], data["job_id"], data.get("console_url", ""), ref or {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled without its origin (a backend holds clients and locks): as a loaded handle."""
+        return (JobHandle, (self.target, self.identity, self.job_id, self.console_url, dict(self.ref), self.adopted))
+
+    def _backend(self, settings: Mapping[str, Any]) -> Backend[Any]:
+        """The origin backend, or a new one configured with `settings` (e.g. `host="https://..."`: what this
+        machine is configured for, which the handle must match; the environment fills the rest)."""
+        if self.origin is not None and not settings:
+            return self.origin
+        from crosstrain.backends import create_backend, get_backend_class
+
+        if not settings:
+            return create_backend(self.target)
+        binding = get_backend_class(self.target).binding_settings
+        unknown = sorted(set(settings) - set(binding))
+        if unknown:
             raise SpecError(
                 [
                     Problem(
-                        "handle",
-                        f"not a crosstrain job handle: {exc}",
-                        "pass the line `crosstrain submit` printed, or the file it was saved to",
+                        f"--set {unknown[0]}",
+                        f"a {self.target} handle takes only the settings that say where it may be sent"
+                        + (f" ({', '.join(binding)})" if binding else ": none"),
+                        "leave the others out; they were fixed when the job was submitted",
                     )
                 ]
-            ) from None
+            )
+        return create_backend(self.target, settings=settings)
 
-    def _backend(self) -> Backend[Any]:
-        from crosstrain.backends import create_backend
+    def status(self, **settings: Any) -> JobStatus:
+        return self._backend(settings).status(self)
 
-        return create_backend(self.target)
+    def wait(self, timeout: float | None = None, *, poll_interval: float = 10.0, **settings: Any) -> JobStatus:
+        return self._backend(settings).wait(self, timeout=timeout, poll_interval=poll_interval)
 
-    def status(self) -> JobStatus:
-        return self._backend().status(self)
+    def cancel(self, **settings: Any) -> None:
+        self._backend(settings).cancel(self)
 
-    def wait(self, timeout: float | None = None, *, poll_interval: float = 10.0) -> JobStatus:
-        return self._backend().wait(self, timeout=timeout, poll_interval=poll_interval)
-
-    def cancel(self) -> None:
-        self._backend().cancel(self)
-
-    def logs(self) -> Iterator[str]:
-        return self._backend().logs(self)
+    def logs(self, **settings: Any) -> Iterator[str]:
+        return self._backend(settings).logs(self)
 
     def _repr_html_(self) -> str:
         from crosstrain.display import handle_html
 
         return handle_html(self)
+
+
+def _kind(kind: type) -> str:
+    return {str: "string", int: "whole number", dict: "JSON object", list: "list"}.get(kind, kind.__name__)
 
 
 @dataclass(frozen=True)
@@ -221,6 +301,9 @@ class Capabilities:
     dedupes_create: bool = False  # the platform dedupes a retried create by the identity
     frameworks: frozenset[str] = frozenset({"pytorch"})
     launch_modes: frozenset[str] = frozenset({"auto", "per-process", "per-node"})
+    #: The secret stores whose references (`env: {NAME: {secret: REF}}`) reach the value on the node
+    #: (`crosstrain.spec.SECRET_STORES`); a reference to another store is refused.
+    secret_stores: frozenset[str] = frozenset()
 
 
 def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> list[Problem]:
@@ -275,6 +358,9 @@ def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> li
                 f"use one of {', '.join(sorted(caps.frameworks))}",
             )
         )
+    from crosstrain import secrets
+
+    problems += secrets.refusals(job, caps.secret_stores, target)
     if job.launch.mode not in caps.launch_modes:
         problems.append(
             Problem(
@@ -311,6 +397,32 @@ def placeholder_ids(job: TrainingJob, max_len: int) -> Ids:
     return Ids(identity_for(job.name, "0" * RUN_ID_LENGTH, max_len=max_len), "0" * FINGERPRINT_LENGTH)
 
 
+def origin_of(url: object) -> str | None:
+    """`scheme://host[:port]` of a URL, lowercased, the scheme's default port left out; None when it is not a
+    string with an http(s) scheme and a host, or carries credentials (never compared, so never sent to)."""
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname or url_credentials(url):
+        return None
+    host = parts.hostname.lower().rstrip(".")
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}[scheme]
+    return f"{scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
+
+
+def shown(value: Any, limit: int = 200) -> str:
+    """A value from a handle or a request as a message quotes it: credentials in URLs redacted, cut short."""
+    text = redact(value if isinstance(value, str) else json.dumps(value, default=str))
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def fingerprint_of(view: Any) -> str:
     """A stable digest of a JSON-able view of a request."""
     canonical = json.dumps(view, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -333,13 +445,32 @@ class Backend(ABC, Generic[S]):
     capabilities: ClassVar[Capabilities]
     formats: ClassVar[tuple[str, ...]] = ("json",)
     extra: ClassVar[str | None] = None  # the pip extra submit needs, for install hints
+    #: The keys a handle's `ref` needs and their types, checked by `JobHandle.loads`: a hand-edited or cut
+    #: handle is refused naming the key (exit 2), instead of failing inside the backend.
+    handle_ref: ClassVar[Mapping[str, type]] = {}
     identity_max_len: ClassVar[int] = 63  # the longest identity the platform's name or label takes
     #: How to free an identity whose job was made from another request, besides a new run id.
     conflict_fix: ClassVar[str] = "submit with --run-id new (or another run_id)"
 
-    def __init__(self, *, retry: RetryPolicy | None = None, environ: Mapping[str, str] | None = None) -> None:
+    #: The settings that say where credentials go (host, endpoint, workspace, project): what `configured()`
+    #: reads from the environment and a handle or request from a file is checked against.
+    binding_settings: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self,
+        *,
+        retry: RetryPolicy | None = None,
+        environ: Mapping[str, str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`settings`: overrides, as `--set` gives them: under each render's own, and what handle verbs and
+        requests from files are checked against (with the environment)."""
         self._retry = retry
         self.environ = os.environ if environ is None else environ
+        self.overrides: dict[str, Any] = dict(settings or {})
+        self._configured: dict[str, Any] | None = None
+        self._rendered: set[str] = set()  # digests of the requests this backend rendered
+        self._issued: set[str] = set()  # the handles its `send` made, as text
 
     @property
     def retry(self) -> RetryPolicy:
@@ -354,13 +485,66 @@ class Backend(ABC, Generic[S]):
     def retry(self, policy: RetryPolicy) -> None:
         self._retry = policy
 
+    # -- where credentials may go -------------------------------------------------------------------------
+    def configured(self) -> dict[str, Any]:
+        """The `binding_settings` this machine configures without a job file: the environment and this
+        backend's overrides, validated (unset ones left out). Backends add what their SDK configures itself."""
+        if self._configured is None:
+            self._configured = configured_settings(
+                self.settings_model,
+                self.name,
+                names=self.binding_settings,
+                overrides=self.overrides,
+                environ=self.environ,
+            )
+        return self._configured
+
+    def issue(self, handle: JobHandle) -> JobHandle:
+        """The handle `send` returns: this backend trusts it as made, and its verbs come back here."""
+        self._issued.add(handle.dumps())
+        return dataclasses.replace(handle, origin=self)
+
+    def is_issued(self, handle: JobHandle) -> bool:
+        """Whether this backend's `send` made the handle, unchanged."""
+        return handle.dumps() in self._issued
+
+    def is_rendered(self, request: Request) -> bool:
+        """Whether this backend rendered the request, unchanged (from the job's own settings)."""
+        return _digest(request) in self._rendered
+
+    def check_handle(self, handle: JobHandle) -> None:
+        """Refuse, before any credential is loaded, a handle this backend did not make whose host, endpoint,
+        workspace or project is not the configured one (`handle_problems`)."""
+        if self.is_issued(handle):
+            return
+        problems = self.handle_problems(handle)
+        if problems:
+            raise NotConfigured("handle", problems)
+
+    def check_request(self, request: Request) -> None:
+        """Refuse, before any credential is loaded, a request this backend did not render (read from a file,
+        or edited) whose calls go anywhere but where this machine is configured to send them."""
+        if self.is_rendered(request):
+            return
+        problems = self.request_problems(request)
+        if problems:
+            raise NotConfigured("request", problems)
+
+    def handle_problems(self, handle: JobHandle) -> list[Problem]:
+        """Where the handle points outside the configured host, endpoint, workspace or project."""
+        return []
+
+    def request_problems(self, request: Request) -> list[Problem]:
+        """Where the request's calls or settings point outside the configured ones."""
+        return []
+
     # -- render (pure) -------------------------------------------------------------------------------------
     def settings(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> S:
         return resolve_settings(
             self.settings_model,
             self.name,
             section=job.targets.get(self.name),
-            overrides=overrides,
+            overrides={**self.overrides, **(overrides or {})},
             environ=self.environ,
         )
 
@@ -391,7 +575,9 @@ class Backend(ABC, Generic[S]):
         fingerprint = fingerprint_of(self.fingerprint_view(probe))
         run_id = job.run_id or fingerprint[:RUN_ID_LENGTH]
         ids = Ids(identity_for(job.name, run_id, max_len=self.identity_max_len), fingerprint)
-        return dataclasses.replace(self._render(job, settings, ids), fingerprint=fingerprint)
+        request = dataclasses.replace(self._render(job, settings, ids), fingerprint=fingerprint)
+        self._rendered.add(_digest(request))  # made from the job's own settings: sent as it is
+        return request
 
     @abstractmethod
     def _render(self, job: TrainingJob, settings: S, ids: Ids) -> Request: ...
@@ -477,6 +663,10 @@ class Backend(ABC, Generic[S]):
             pause = interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
             self.retry.sleep(pause)
             interval = min(interval * 1.5, max_interval)
+
+
+def _digest(request: Request) -> str:
+    return hashlib.sha256(request.to_json().encode()).hexdigest()
 
 
 # The per-node launcher of `crosstrain.runtime`: where a platform starts one process per node, it starts one

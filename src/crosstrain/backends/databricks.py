@@ -12,20 +12,27 @@ Mapping (facts and sources: ../shared/reference/databricks.md):
   GPU cluster must be a GPU type too). A one-node job runs on a single-node cluster in local mode.
 * the workspace's cloud picks the catalog rows (`databricks-aws`, `-azure`, `-gcp`); it is read from the host
   name unless set.
+* a secret `env: {NAME: {secret: scope/key}}` becomes `{{secrets/scope/key}}` in `spark_env_vars`, which the
+  cluster resolves at start (the cluster owner needs READ on the scope); other stores are refused.
 * an image becomes `docker_image` (Databricks Container Services). Container Services does not run ML
   runtimes, so the runtime becomes the standard one of the same version, and the image must carry torch,
   CUDA and NCCL.
 * a training file on this machine is uploaded to workspace files first (`workspace/mkdirs` +
   `workspace/import`, both in the rendered request) under `<workspace_dir>/<identity>/<sha of the file>/`, so
   an upload never overwrites the file of another request's run; a path already on the cluster is used as is.
+  Only a regular file under the folder crosstrain runs from is read, never through a symlink that leaves it,
+  and at most the import's size limit (`crosstrain.uploads`).
 * the identity is the `idempotency_token` (Databricks starts exactly one run per token and returns that run
   for a repeated one), and the request's fingerprint is the cluster tag `crosstrain_fingerprint`: after
   `runs/submit`, submit reads the run back and refuses (`IdentityConflict`) a run made from another request.
+* a handle or a request from a file is sent only to the workspace this machine configures (`--set host`,
+  `DATABRICKS_HOST`, else the host of the `~/.databrickscfg` profile), checked before any credential is loaded.
 """
 
 from __future__ import annotations
 
 import base64
+import configparser
 import hashlib
 import os
 import re
@@ -36,8 +43,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlparse
 
 from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
-from crosstrain import __version__, catalog
+from crosstrain import __version__, catalog, secrets, uploads
 from crosstrain.backends.base import (
     Backend,
     Capabilities,
@@ -47,10 +55,12 @@ from crosstrain.backends.base import (
     JobState,
     JobStatus,
     Request,
+    origin_of,
+    shown,
 )
 from crosstrain.databricks_task import ENTRY_POINT, DistributorCall
-from crosstrain.errors import Problem, SubmitError
-from crosstrain.settings import TargetSettings, setting
+from crosstrain.errors import Problem, SpecError, SubmitError
+from crosstrain.settings import TargetSettings, redact, setting, url_credentials
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
@@ -88,6 +98,15 @@ _HOST_CLOUDS = (
 _CLUSTER_PATHS = ("/Workspace/", "/Volumes/", "/dbfs/")
 _PYTHON = re.compile(r"python(3(\.\d+)?)?")
 _NOTEBOOK_HEADER = b"# Databricks notebook source"
+#: `POST /api/2.0/workspace/import` takes at most 10 MB of base64 `content`; more fails with
+#: MAX_NOTEBOOK_SIZE_EXCEEDED (https://docs.databricks.com/api/workspace/workspace/import, and the SDK's
+#: `ImportResponse.content` docstring). Read as 10,000,000 characters, the smaller meaning of "MB".
+IMPORT_LIMIT = uploads.SizeLimit.base64(
+    10_000_000,
+    "the Databricks workspace import takes at most 10 MB of base64 content (MAX_NOTEBOOK_SIZE_EXCEEDED)",
+    "put the file on a volume and name it in `command` (python /Volumes/<catalog>/<schema>/<volume>/train.py), "
+    "or make it smaller",
+)
 
 
 class DatabricksSettings(TargetSettings):
@@ -136,15 +155,22 @@ class DatabricksSettings(TargetSettings):
         value = value.strip().rstrip("/")
         url = urlparse(value if "://" in value else f"https://{value}")
         if url.scheme not in ("http", "https") or not url.hostname or url.path not in ("", "/"):
-            raise ValueError(f"{value!r} is not a workspace URL such as https://dbc-1234.cloud.databricks.com")
+            raise ValueError(f"{redact(value)!r} is not a workspace URL such as https://dbc-1234.cloud.databricks.com")
         return f"{url.scheme}://{url.netloc}"
 
     @field_validator("workspace_dir")
     @classmethod
     def _workspace_dir(cls, value: str) -> str:
-        if not value.startswith("/Workspace/"):
-            raise ValueError(f"{value!r} is not a workspace folder; use a path under /Workspace/")
-        return value.rstrip("/")
+        folder = value.rstrip("/")
+        if not folder.startswith("/Workspace/"):
+            raise PydanticCustomError(
+                "crosstrain", f"{value!r} is not a workspace folder", {"fix": "use a folder under /Workspace/"}
+            )
+        try:
+            return uploads.check_destination(folder, "workspace_dir", absolute=True)
+        except uploads.UploadRefused as refused:
+            problem = refused.problem
+            raise PydanticCustomError("crosstrain", problem.message.replace("{", "{{"), {"fix": problem.fix}) from None
 
     def resolved_cloud(self) -> Cloud | None:
         if self.cloud:
@@ -171,6 +197,7 @@ class _Plan:
         self.cloud = settings.resolved_cloud()
         self.pool = job.pools()[0]
         self.local_file: Path | None = None
+        self.local_data = b""
         self.call: DistributorCall | None = None
         if self.cloud is None:
             self.problems.append(
@@ -252,9 +279,15 @@ class _Plan:
             return "/dbfs/" + target.removeprefix("dbfs:/").lstrip("/")
         if target.startswith(_CLUSTER_PATHS):
             return target
-        local = Path(target)
-        if local.is_file():
-            if local.read_bytes().startswith(_NOTEBOOK_HEADER):
+        root = Path.cwd()  # the command's paths are resolved from here, as on every other target
+        in_image = bool(job.image) and os.path.isabs(target)
+        if os.path.lexists(root / target) and not (in_image and not _under(root, target)):
+            try:  # a file (or a link) here: read only if it stays under the job's folder, and not too big
+                data = uploads.read_file(target, root, "command", IMPORT_LIMIT)
+            except uploads.UploadRefused as refused:
+                self.problems.append(refused.problem)
+                return ""
+            if data.startswith(_NOTEBOOK_HEADER):
                 self.problems.append(
                     Problem(
                         "command",
@@ -262,10 +295,10 @@ class _Plan:
                         "remove its '# Databricks notebook source' header",
                     )
                 )
-            self.local_file = local
+            self.local_file, self.local_data = Path(target), data
             return target  # replaced by the upload path once the identity is known
-        if job.image and local.is_absolute():
-            return target  # a script inside the image
+        if in_image:
+            return target  # a script inside the image (a local path outside the job's folder is never read)
         self.problems.append(
             Problem(
                 "command",
@@ -289,6 +322,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         logs=True,
         dedupes_create=True,
         launch_modes=frozenset({"auto", "per-process"}),
+        secret_stores=frozenset({"databricks"}),  # `{{secrets/scope/key}}` in spark_env_vars
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
 
@@ -304,7 +338,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
     def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
         problems = list(_Plan(job, settings).problems)
         pool = job.pools()[0]
-        if "CUDA_VISIBLE_DEVICES" in pool.env:
+        if "CUDA_VISIBLE_DEVICES" in pool.env or "CUDA_VISIBLE_DEVICES" in pool.secrets:
             problems.append(
                 Problem(
                     "env.CUDA_VISIBLE_DEVICES",
@@ -345,11 +379,11 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         notes: list[str] = []
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         if plan.local_file is not None:
-            data = plan.local_file.read_bytes()
+            data = plan.local_data
             # Content-addressed: a re-submit under this identity with another file never overwrites the file
             # the existing run reads (that re-submit is refused, but its upload comes first).
             folder = f"{settings.workspace_dir}/{identity}/{hashlib.sha256(data).hexdigest()[:16]}"
-            remote = f"{folder}/{plan.local_file.name}"
+            remote = uploads.join_destination(folder, plan.local_file.name, "command")
             content = base64.b64encode(data).decode()
             calls += [
                 HttpCall(
@@ -420,6 +454,8 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         if job.output_dir:
             env["CROSSTRAIN_OUTPUT_DIR"] = job.output_dir
         env.update(pool.env)
+        # The cluster resolves these at start; the run's spec keeps only the reference.
+        env.update({name: secrets.databricks_placeholder(ref) for name, (ref, _) in sorted(pool.secrets.items())})
         tags = {**job.labels, "crosstrain_job": ids.identity, FINGERPRINT_TAG: ids.fingerprint}
         cluster: dict[str, Any] = {
             "spark_version": settings.spark_version,
@@ -492,11 +528,124 @@ class DatabricksBackend(Backend[DatabricksSettings]):
 
         key = (host, profile)
         if key not in self._clients:  # one per workspace: making one authenticates and probes the host
-            self._clients[key] = adaptor.workspace_client(host, profile=profile, timeout=self.retry.call_timeout)
+            self._clients[key] = adaptor.workspace_client(
+                host, profile=profile, timeout=self.retry.call_timeout, connect_timeout=self.retry.connect_timeout
+            )
         return self._clients[key]
 
+    # -- where credentials may go -------------------------------------------------------------------------
+    binding_settings = ("host", "profile")
+
+    def _workspace(self, profile: str | None) -> tuple[str | None, str]:
+        """The workspace this machine configures, and where that comes from: an injected client's host, else
+        `--set host`, `DATABRICKS_HOST`, else the host of the profile in ~/.databrickscfg (the configured
+        profile, else `profile`, else the file's default), as the Databricks SDK reads them."""
+        if self.client is not None:
+            return origin_of(str(self.client.config.host or "")), "the client crosstrain was given"
+        configured = self.configured()
+        if "host" in configured:
+            return configured["host"], ("--set host" if "host" in self.overrides else "DATABRICKS_HOST")
+        return self._profile_host(configured.get("profile") or profile)
+
+    def _profile_host(self, profile: str | None) -> tuple[str | None, str]:
+        """The host of `profile` (None: the default one) in the Databricks config file, as the SDK picks it."""
+        path = Path(self.environ.get("DATABRICKS_CONFIG_FILE") or "~/.databrickscfg").expanduser()
+        parser = configparser.ConfigParser(default_section="\0", interpolation=None)  # DEFAULT is a profile
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, UnicodeDecodeError, OSError):
+            return None, f"{path} (unreadable)"
+        if profile is None:
+            profile = parser.get("__settings__", "default_profile", fallback="").strip() or "DEFAULT"
+        host = parser.get(profile, "host", fallback="") if parser.has_section(profile) else ""
+        where = f"profile {profile} in {path}"
+        if not host:
+            return None, where
+        try:
+            return DatabricksSettings._host(host), where
+        except ValueError:
+            return None, where
+
+    def _binding_problems(self, host: Any, profile: Any, path: str, what: str) -> list[Problem]:
+        """Whether a handle's or a request's workspace is the configured one (and its profile is for it)."""
+        if not isinstance(profile, str | None):
+            return [Problem(f"{path}.profile", f"{shown(profile)} is not a profile name", "use the handle as made")]
+        found = origin_of(host)
+        if found is None:
+            secret = isinstance(host, str) and url_credentials(host)
+            return [
+                Problem(
+                    f"{path}.host",
+                    f"{shown(host)} " + ("carries credentials in the URL" if secret else "is not a workspace URL"),
+                    f"use the {what} as crosstrain made it (https://<workspace host>, no credentials in it)",
+                )
+            ]
+        problems = []
+        configured, source = self._workspace(profile)
+        fix = (
+            f"if {found} is your workspace, set DATABRICKS_HOST={found} (or pass --set host={found}, or use a "
+            f"~/.databrickscfg profile for it); else use a {what} made for your workspace"
+        )
+        if configured is None:
+            problems.append(
+                Problem(
+                    f"{path}.host",
+                    f"the {what} is for {found}, and this machine configures no workspace (no DATABRICKS_HOST, no "
+                    f"host in {source})",
+                    fix,
+                )
+            )
+        elif configured != found:
+            problems.append(
+                Problem(
+                    f"{path}.host",
+                    f"the {what} is for {found}, this machine is configured for {configured} ({source})",
+                    fix,
+                )
+            )
+        used = self._profile_for(profile)
+        if used is not None and configured == found and self.client is None:
+            profile_host, where = self._profile_host(used)
+            if profile_host is not None and profile_host != found:
+                problems.append(
+                    Problem(
+                        f"{path}.profile",
+                        f"{where} is for {profile_host}, not {found}: its credentials would go to another workspace",
+                        f"pass --set profile=<the profile of {found}>",
+                    )
+                )
+        return problems
+
+    def _profile_for(self, profile: str | None) -> str | None:
+        """The profile that authenticates: the configured one, else the one the handle or request names."""
+        configured = self.configured().get("profile") if self.client is None else None
+        return configured or profile
+
+    def handle_problems(self, handle: JobHandle) -> list[Problem]:
+        return self._binding_problems(handle.ref.get("host"), handle.ref.get("profile"), "handle.ref", "handle")
+
+    def request_problems(self, request: Request) -> list[Problem]:
+        settings = request.settings
+        problems = self._binding_problems(settings.get("host"), settings.get("profile"), "request.settings", "request")
+        host = origin_of(str(settings.get("host")))
+        for i, call in enumerate(request.calls):
+            if origin_of(call.url) != host:
+                problems.append(
+                    Problem(
+                        f"request.calls[{i}].url",
+                        f"{shown(call.url)} is not on the request's workspace {host}",
+                        "render the request again instead of editing its URLs",
+                    )
+                )
+        return problems
+
     def _handle_client(self, handle: JobHandle) -> WorkspaceClient:
-        return self._client(handle.ref["host"], handle.ref.get("profile"))
+        """The client for the handle's workspace, once it is known to be the configured one."""
+        self.check_handle(handle)
+        profile = handle.ref.get("profile")
+        if not self.is_issued(handle):
+            profile = self._profile_for(profile)
+        return self._client(handle.ref["host"], profile)
 
     def _safe_call(self, fn: Callable[[], T], what: str) -> T:
         """One SDK call that is safe to repeat (a read, a cancel, an upload), retried as a poll."""
@@ -510,11 +659,16 @@ class DatabricksBackend(Backend[DatabricksSettings]):
     def send(self, request: Request) -> JobHandle:
         from crosstrain.adaptors import databricks as adaptor
 
+        trusted = self.is_rendered(request)
+        self.check_request(request)
         settings = self.request_settings(request)
-        w = self._client(settings.host, settings.profile)
+        profile = settings.profile if trusted else self._profile_for(settings.profile)
+        w = self._client(settings.host, profile)
         jobs, workspace = adaptor.jobs(), adaptor.workspace()
         # The uploads are safe to repeat: mkdirs of a folder that exists succeeds, and the import path names
         # the content (identity + sha), so an overwrite writes the same bytes.
+        for i, call in enumerate(request.calls[:-1]):  # every path checked before anything is sent
+            _check_upload_path(call.body["path"], settings.workspace_dir, f"calls[{i}].body.path")
         for call in request.calls[:-1]:
             body = call.body
             if call.url.endswith("/workspace/mkdirs"):
@@ -553,15 +707,17 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         tags = _cluster_tags(run)
         if tags is not None:  # a workspace that does not report the run's cluster leaves nothing to compare
             self.check_same_request(request, tags.get(FINGERPRINT_TAG), f"run {run_id} on {settings.host}")
-        return JobHandle(
-            self.name,
-            request.identity,
-            str(run_id),
-            console_url=run.run_page_url or "",
-            ref={"host": settings.host, "profile": settings.profile, "run_id": run_id},
-            # runs/submit answers a known token exactly as a new one ({"run_id": N}), and nothing on the run
-            # says which submit started it, so a re-submit that got the existing run cannot be told apart.
-            adopted=False,
+        return self.issue(
+            JobHandle(
+                self.name,
+                request.identity,
+                str(run_id),
+                console_url=run.run_page_url or "",
+                ref={"host": settings.host, "profile": profile, "run_id": run_id},
+                # runs/submit answers a known token exactly as a new one ({"run_id": N}), and nothing on the run
+                # says which submit started it, so a re-submit that got the existing run cannot be told apart.
+                adopted=False,
+            )
         )
 
     def status(self, handle: JobHandle) -> JobStatus:
@@ -594,6 +750,26 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             if output.error:
                 yield f"error: {output.error}"
             yield from (output.error_trace or "").splitlines()
+
+
+def _under(root: Path, target: str) -> bool:
+    """Whether `target`, as written, names a path under `root` (symlinks aside)."""
+    return Path(os.path.normpath(root / target)).is_relative_to(root)
+
+
+def _check_upload_path(path: str, workspace_dir: str, field: str) -> None:
+    """A (possibly edited) request writes only under its settings' workspace folder, by a path without traversal."""
+    uploads.check_destination(path, field, absolute=True)
+    if not path.startswith(f"{workspace_dir}/"):
+        raise SpecError(
+            [
+                Problem(
+                    field,
+                    f"{path!r} is outside the workspace folder {workspace_dir}",
+                    "render the request again instead of editing where it uploads",
+                )
+            ]
+        )
 
 
 def _cluster_tags(run: Run) -> dict[str, str] | None:

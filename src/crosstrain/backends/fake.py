@@ -32,6 +32,7 @@ from crosstrain.backends.base import (
     Request,
 )
 from crosstrain.errors import TransientError
+from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings, setting
 from crosstrain.spec import PoolView, TrainingJob
 from crosstrain.testing.loopback import Call, Dropped, LoopbackService, Reply
@@ -123,6 +124,7 @@ class FakeBackend(Backend[FakeSettings]):
     """Runs nothing; keeps jobs as files. Example: `crosstrain submit job.yaml --target fake --wait`."""
 
     name = "fake"
+    handle_ref = {"url": str}
     title = "Fake cloud (local directory)"
     settings_model = FakeSettings
     capabilities = Capabilities(
@@ -133,6 +135,7 @@ class FakeBackend(Backend[FakeSettings]):
         logs=True,
         dedupes_create=True,
         frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
+        secret_stores=frozenset(SECRET_STORES),  # it runs nothing: it keeps every reference as it is
     )
 
     def __init__(self, *, cloud: FakeCloud | None = None, **kwargs: Any) -> None:
@@ -251,6 +254,8 @@ def _pool(pool: PoolView, job: TrainingJob) -> dict[str, Any]:
         "command": pool.command,
         "args": pool.args,
         "env": pool.env,
+        # The fake runs nothing, so it keeps every store's reference as is: a reference, never a value.
+        "secrets": {name: ref.secret for name, (ref, _) in sorted(pool.secrets.items())},
         "machine": {
             "type": machine.type if machine else None,
             "gpu": catalog.canonical_gpu(gpu.type) if gpu else None,

@@ -30,8 +30,9 @@ from pydantic import Field
 
 from crosstrain.backends.base import Backend, Capabilities, HttpCall, Ids, JobHandle, JobState, JobStatus, Request
 from crosstrain.errors import MissingDependency, Problem, SpecError, Unsupported
+from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings
-from crosstrain.spec import Machine, TrainingJob
+from crosstrain.spec import Machine, SecretRef, TrainingJob
 
 Emulation = Literal["torchrun", "vertex", "aiplatform", "azureml", "azureml-mpi", "databricks"]
 EMULATIONS: tuple[str, ...] = Emulation.__args__  # type: ignore[attr-defined]
@@ -142,6 +143,7 @@ class LocalBackend(Backend[LocalSettings]):
     """This machine. Example: `crosstrain run job.yaml --local --emulate vertex`."""
 
     name = "local"
+    handle_ref = {"outcome": dict}
     title = "This machine (a local multi-node cluster of processes)"
     settings_model = LocalSettings
     extra = "runtime"
@@ -151,21 +153,33 @@ class LocalBackend(Backend[LocalSettings]):
         per_pool_commands=True,
         spot=True,  # no capacity to choose here: spot changes nothing
         frameworks=frozenset({"pytorch", "mpi"}),
+        # A secret's value comes from the caller's environment (the processes inherit it), never from a store.
+        secret_stores=frozenset(SECRET_STORES),
     )
 
     def platform_refusals(self, job: TrainingJob, settings: LocalSettings) -> list[Problem]:
+        problems: dict[str, Problem] = {}
         if settings.nodes is None and job.nodes > MAX_NODES:
-            return [
-                Problem(
-                    "workers.replicas",
-                    f"a local run starts every node on this machine, at most {MAX_NODES}, and this job has {job.nodes}",
-                    f"run the first nodes only with --nodes N (targets.local.nodes), N at most {MAX_NODES}",
-                )
-            ]
-        return []
+            problems["workers.replicas"] = Problem(
+                "workers.replicas",
+                f"a local run starts every node on this machine, at most {MAX_NODES}, and this job has {job.nodes}",
+                f"run the first nodes only with --nodes N (targets.local.nodes), N at most {MAX_NODES}",
+            )
+        for pool in job.pools():
+            for name, (ref, path) in pool.secrets.items():
+                if name not in self.environ and path not in problems:
+                    problems[path] = Problem(
+                        path,
+                        f"{name} names a secret ({ref.secret}); a local run takes its value from your environment, "
+                        f"where {name} is not set (crosstrain reads no secret store from this machine)",
+                        f"export {name}=... before running",
+                    )
+        return list(problems.values())
 
     def _render(self, job: TrainingJob, settings: LocalSettings, ids: Ids) -> Request:
         identity = ids.identity
+        secret_refs = {name: ref.secret for pool in job.pools() for name, (ref, _) in pool.secrets.items()}
+        job = _without_secrets(job)  # their values reach the processes from the caller's environment
         workdir = Path(settings.workdir or os.getcwd()).absolute()
         nodes = min(job.nodes, settings.nodes or job.nodes)
         primary_gpus = job.primary.machine.gpus if job.primary.machine else 0
@@ -214,6 +228,8 @@ class LocalBackend(Backend[LocalSettings]):
             body,
             purpose="start these processes on this machine and wait for them (not an HTTP call)",
         )
+        for name, reference in sorted(secret_refs.items()):
+            notes.append(f"{name}: the secret {reference}, taken from your environment (its value is not shown)")
         if job.image:
             notes.append(f"the image {job.image} is not pulled: the command runs in this Python environment")
         if nodes < job.nodes:
@@ -302,6 +318,20 @@ def _shaped(job: TrainingJob, nodes: int, nproc: int | None) -> TrainingJob:
     update: dict[str, Any] = {"workers": job.workers.model_copy(update={"replicas": nodes - 1})}
     if nproc is not None:
         update["launch"] = job.launch.model_copy(update={"processes_per_node": nproc})
+    return job.model_copy(update=update)
+
+
+def _without_secrets(job: TrainingJob) -> TrainingJob:
+    """The job less its secret variables, which each process inherits from the caller's environment instead."""
+
+    def plain(env: Mapping[str, str | SecretRef]) -> dict[str, str | SecretRef]:
+        return {k: v for k, v in env.items() if isinstance(v, str)}
+
+    update: dict[str, Any] = {"env": plain(job.env)}
+    for role in ("primary", "workers", "parameter_servers", "evaluators"):
+        pool = getattr(job, role)
+        if pool is not None:
+            update[role] = pool.model_copy(update={"env": plain(pool.env)})
     return job.model_copy(update=update)
 
 

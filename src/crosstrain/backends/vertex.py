@@ -9,6 +9,10 @@ for a settling window before creating again. After every create it lists the lab
 job (creation time, then name) and cancels the others, so concurrent submitters all return the same job.
 Every call goes through `crosstrain.adaptors.gapic`, with a client timeout and no GAPIC retry of its own.
 
+A handle or a request from a file is sent only to Vertex AI's regional endpoints
+(`<region>-aiplatform.googleapis.com`), in the configured project where one is set, checked before any
+credential is loaded.
+
 Pool positions are Vertex's: [0] primary (one replica), [1] workers, [2] reduction server or parameter
 servers, [3] evaluators; a skipped pool before a used one is `{}`, trailing empty pools are left out.
 Sources: ../shared/reference/google.md sections 1, 2 and 5.
@@ -23,19 +27,21 @@ import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode, urlparse
+from urllib.parse import quote, unquote, urlencode, urlparse, urlsplit
 
 from pydantic import field_validator
 
-from crosstrain import catalog
+from crosstrain import catalog, secrets
 from crosstrain.adaptors import gapic
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
     IDENTITY_LABEL,
+    SECRET_STORES,
     label_problems,
     labels,
     launch_problems,
     node_command,
+    runs_under_launcher,
 )
 from crosstrain.backends.base import (
     Backend,
@@ -46,6 +52,7 @@ from crosstrain.backends.base import (
     JobState,
     JobStatus,
     Request,
+    shown,
 )
 from crosstrain.errors import Problem, SubmitError, TransientError
 from crosstrain.settings import TargetSettings, setting
@@ -75,6 +82,9 @@ STATE_MAP = {
 #: States of a job that no longer holds its identity: duplicates crosstrain cancelled, or a job the user
 #: cancelled to free the identity.
 _CANCELLED = frozenset({"JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED"})
+#: Vertex AI's regional API hosts: the only place a handle or a request from a file may send Google credentials.
+_GOOGLE_HOST = re.compile(r"[a-z]+(?:-[a-z0-9]+)+-aiplatform(?:\.mtls)?\.googleapis\.com")
+_PARENT = re.compile(r"projects/(?P<project>[^/]+)/locations/[^/]+")
 
 REDUCTION_SERVER_IMAGE = "{geo}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 
@@ -199,6 +209,7 @@ class VertexBackend(Backend[VertexSettings]):
         spot=True,
         logs=True,
         frameworks=frozenset({"pytorch", "tensorflow"}),
+        secret_stores=SECRET_STORES,
     )
     conflict_fix = (
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
@@ -210,11 +221,12 @@ class VertexBackend(Backend[VertexSettings]):
         client_factory: Callable[[str], JobServiceClient] | None = None,
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         """`client_factory(endpoint)` makes the job service client for a regional endpoint (a host name, as
         the rendered URL has it); by default the GAPIC client on its REST transport with Application Default
         Credentials. Tests pass one pointed at a loopback service."""
-        super().__init__(retry=retry, environ=environ)
+        super().__init__(retry=retry, environ=environ, settings=settings)
         self.client_factory = client_factory
         self._clients: dict[str, JobServiceClient] = {}
 
@@ -244,6 +256,7 @@ class VertexBackend(Backend[VertexSettings]):
                     "remove `scheduling.max_wait` or `scheduling.spot`",
                 )
             )
+        problems += secrets.needs_command(job, "Vertex AI")
         return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
 
     def _render(self, job: TrainingJob, settings: VertexSettings, ids: Ids) -> Request:
@@ -254,7 +267,9 @@ class VertexBackend(Backend[VertexSettings]):
             machine = _resolve(pool)
             index = {"primary": 0, "workers": 1, "parameter_servers": 2, "evaluators": 3}[pool.role]
             command = node_command(job, pool, machine.gpu_count)
-            if pool.role == "primary" and command != pool.command:
+            if pool.secrets and (pool.role == "primary" or pool.secrets != job.pools()[0].secrets):
+                notes.append(f"{pool.role}: {secrets.runtime_note(pool)}")
+            if pool.role == "primary" and pool.command and runs_under_launcher(job, machine.gpu_count):
                 notes.append(
                     f"Vertex AI starts one process per node: the command runs under crosstrain's launcher, which "
                     f"starts {job.processes_per_node(machine.gpu_count)} per node (the image needs crosstrain "
@@ -309,6 +324,62 @@ class VertexBackend(Backend[VertexSettings]):
         if fmt == "gcloud":
             return gcloud_command(request)
         return super().format(request, fmt)
+
+    # -- where credentials may go -------------------------------------------------------------------------
+    binding_settings = ("project",)
+
+    def _project_problems(self, project: str, path: str, what: str) -> list[Problem]:
+        """A project id other than the configured one (a project number cannot be compared, and passes)."""
+        configured = self.configured().get("project")
+        if configured is None or project == configured or project.isdigit():
+            return []
+        return [
+            Problem(
+                path,
+                f"the {what} is for project {project!r}, this machine is configured for {configured!r}",
+                f"pass --set project={project} (or set CLOUDSDK_CORE_PROJECT) if that project is meant",
+            )
+        ]
+
+    @staticmethod
+    def _endpoint_problems(endpoint: Any, path: str, what: str) -> list[Problem]:
+        if isinstance(endpoint, str) and _GOOGLE_HOST.fullmatch(endpoint):
+            return []
+        return [
+            Problem(
+                path,
+                f"the {what} sends to {shown(endpoint)}, which is not a Vertex AI endpoint "
+                "(<region>-aiplatform.googleapis.com); Google credentials go nowhere else",
+                f"use a {what} made by crosstrain for Vertex AI",
+            )
+        ]
+
+    def handle_problems(self, handle: JobHandle) -> list[Problem]:
+        problems = self._endpoint_problems(handle.ref.get("endpoint"), "handle.ref.endpoint", "handle")
+        name = handle.ref.get("name")
+        parent = _PARENT.match(name) if isinstance(name, str) else None
+        if parent is None or not re.fullmatch(r"projects/[^/]+/locations/[^/]+/customJobs/[^/]+", str(name)):
+            return [
+                *problems,
+                Problem("handle.ref.name", f"{shown(name)} is not a CustomJob name", "use the handle as made"),
+            ]
+        project = handle.ref.get("project", parent["project"])
+        return problems + self._project_problems(str(project), "handle.ref.project", "handle")
+
+    def request_problems(self, request: Request) -> list[Problem]:
+        problems = []
+        for i, call in enumerate(request.calls):
+            url = urlsplit(call.url) if isinstance(call.url, str) else None
+            endpoint = url.netloc if url is not None and url.scheme == "https" else call.url
+            problems += self._endpoint_problems(endpoint, f"request.calls[{i}].url", "request")
+            parent = _PARENT.fullmatch(url.path.removeprefix("/v1/").removesuffix("/customJobs")) if url else None
+            if parent is None:
+                problems.append(
+                    Problem(f"request.calls[{i}].url", f"{shown(call.url)} is not a customJobs URL", "render it again")
+                )
+            else:
+                problems += self._project_problems(unquote(parent["project"]), f"request.calls[{i}].url", "request")
+        return problems
 
     # -- submit (sends) ------------------------------------------------------------------------------------
     def _client(self, endpoint: str) -> JobServiceClient:
@@ -367,6 +438,7 @@ class VertexBackend(Backend[VertexSettings]):
         return self.retry.poll(get)
 
     def send(self, request: Request) -> JobHandle:
+        self.check_request(request)
         create = request.create
         url = urlparse(create.url)
         endpoint = url.netloc
@@ -394,7 +466,7 @@ class VertexBackend(Backend[VertexSettings]):
             survivor = existing[0]
             self.check_same_request(request, survivor.labels.get(FINGERPRINT_LABEL), survivor.name)
             self._cancel_duplicates(client, existing[1:], survivor)
-            return _handle(identity, survivor.name, endpoint, adopted=True)
+            return self.issue(_handle(identity, survivor.name, endpoint, parent, adopted=True))
 
         # No idempotency key: after an unknown outcome `create` looks for the label for the settle window
         # before creating again. Concurrent submits may still each create a job, so every submit then lists
@@ -423,21 +495,24 @@ class VertexBackend(Backend[VertexSettings]):
         if found != request.fingerprint:  # a concurrent submit of another request under the same identity won
             mine = "" if survivor.name == created.name else f"; this submit's own {created.name} was cancelled"
             self.check_same_request(request, found, f"{survivor.name}, created by a concurrent submit{mine}")
-        return _handle(identity, survivor.name, endpoint, adopted=survivor.name != created.name)
+        return self.issue(_handle(identity, survivor.name, endpoint, parent, adopted=survivor.name != created.name))
 
     def status(self, handle: JobHandle) -> JobStatus:
+        self.check_handle(handle)
         job = self._get(self._client(handle.ref["endpoint"]), handle.ref["name"])
         native = job.state.name
         return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, job.error.message)
 
     def cancel(self, handle: JobHandle) -> None:
         """Cancel the job; a job that has already ended is left as it is."""
+        self.check_handle(handle)
         error = self._cancel(self._client(handle.ref["endpoint"]), handle.ref["name"])
         if error is not None:
             raise error
 
     def logs(self, handle: JobHandle) -> Iterator[str]:
         """Where the logs are: Cloud Logging's filter for the job and a Logs Explorer link (no SDK needed)."""
+        self.check_handle(handle)
         project = handle.ref["name"].split("/")[1]
         query = f'resource.type="ml_job"\nresource.labels.job_id="{handle.job_id}"'
         yield f"Cloud Logging filter: {query.replace(chr(10), ' AND ')}"
@@ -525,8 +600,9 @@ def _pool_spec(replicas: int, machine: _Machine, pool: PoolView, command: list[s
         container["command"] = list(command)
     if pool.args:
         container["args"] = list(pool.args)
-    if pool.env:
-        container["env"] = [{"name": name, "value": value} for name, value in pool.env.items()]
+    env = {**pool.env, **secrets.reference_env(pool)}  # a secret's reference, never its value
+    if env:
+        container["env"] = [{"name": name, "value": value} for name, value in env.items()]
     spec: dict[str, Any] = {"replicaCount": str(replicas), "machineSpec": machine_spec, "containerSpec": container}
     disk = pool.boot_disk
     if disk and (disk.type or disk.size_gb):
@@ -654,10 +730,13 @@ def _creation_order(job: CustomJob) -> tuple[int, int, str]:
     return created.seconds, created.nanos, job.name
 
 
-def _handle(identity: str, name: str, endpoint: str, *, adopted: bool) -> JobHandle:
+def _handle(identity: str, name: str, endpoint: str, parent: str, *, adopted: bool) -> JobHandle:
+    """The handle of job `name`; `parent` (projects/<id>/locations/<region>) gives the project id the user
+    configured, which the name may give as a number."""
     _, project, _, location, _, job_id = name.split("/")
     console = f"https://console.cloud.google.com/vertex-ai/locations/{location}/training/{job_id}?project={project}"
-    return JobHandle("vertex", identity, job_id, console, {"name": name, "endpoint": endpoint}, adopted=adopted)
+    ref = {"name": name, "endpoint": endpoint, "project": unquote(parent.split("/")[1])}
+    return JobHandle("vertex", identity, job_id, console, ref, adopted=adopted)
 
 
 # ---- --format gcloud ---------------------------------------------------------------------------------------

@@ -54,6 +54,14 @@ BASE_JOB: dict[str, Any] = {
 }
 
 
+#: One secret reference per store (`crosstrain.secrets.SECRET_FORMS`).
+SECRET_REFERENCES = {
+    "databricks": "ml-scope/hf-token",
+    "gcp": "projects/my-proj/secrets/hf-token",
+    "azure": "https://my-vault.vault.azure.net/secrets/hf-token",
+}
+
+
 def merge(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
     """Deep-merge `changes` into a copy of `base` (a None value deletes the key)."""
     out = dict(base)
@@ -181,6 +189,27 @@ class BackendConformance:
                 self.render(self.job(**changes))
             assert refused.value.target == self.target
             assert refused.value.problems
+
+    def test_secrets_stay_references_or_are_refused_with_the_field(self) -> None:
+        """A secret in a store this target resolves renders as its reference (never a value); any other store's
+        is refused at the variable's field path, with a fix."""
+        stores = self.backend().capabilities.secret_stores
+        for store, reference in SECRET_REFERENCES.items():
+            job = self.job(env={"HF_TOKEN": {"secret": reference}})
+            outcome: Request | Unsupported
+            try:
+                outcome = self.render(job)
+            except Unsupported as refused:
+                outcome = refused
+            if isinstance(outcome, Unsupported):
+                problems = [p for p in outcome.problems if p.path == "env.HF_TOKEN"]
+                assert problems, f"{store}: refused, but not at env.HF_TOKEN: {outcome.problems}"
+                assert all(p.fix for p in problems)
+                if store in stores:  # a store it resolves may still need something (a command, a variable)
+                    assert "secret" in problems[0].message
+            else:
+                assert store in stores, f"{self.target} rendered a {store} secret it does not declare"
+                assert reference in outcome.to_json(), f"{store}: the render does not show the reference"
 
     def test_unknown_setting_is_refused_with_its_path(self) -> None:
         with pytest.raises(SpecError) as refused:
