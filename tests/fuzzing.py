@@ -233,8 +233,18 @@ _env_name = st.one_of(
     st.sampled_from(["NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "RANK", "PATH", "OMP_NUM_THREADS"]),
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,10}", fullmatch=True),
 )
+#: Secrets by reference, in every store's form, and forms no store has.
+SECRETS = [
+    {"secret": "training/wandb-key"},
+    {"secret": "projects/fuzz-project/secrets/hf-token"},
+    {"secret": "projects/fuzz-project/secrets/hf-token/versions/3"},
+    {"secret": "https://fuzzvault.vault.azure.net/secrets/hf-token"},
+    {"secret": "not a reference"},
+    {"secret": "scope/key", "value": "x"},
+]
+_env_value = st.one_of(st.sampled_from(["INFO", "1", "", "a b", "$(X)"]), st.sampled_from(SECRETS))
 _env = st.one_of(
-    st.dictionaries(_env_name, st.sampled_from(["INFO", "1", "", "a b", "$(X)"]), max_size=3),
+    st.dictionaries(_env_name, _env_value, max_size=3),
     st.just({f"VAR_{i}": str(i) for i in range(101)}),  # past Vertex AI's 100 per container
 )
 _image = st.sampled_from(IMAGES)

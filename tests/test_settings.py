@@ -65,9 +65,17 @@ def test_parse_assignments() -> None:
             "databricks",
             {"host": "https://dbc-1.cloud.databricks.com", "workspace_dir": "A100:x"},
             "targets.databricks.workspace_dir",
-            "use a path under /Workspace/",
+            "use a folder under /Workspace/",
         ),
         ("vertex", {"project": "p", "region": "Mars"}, "targets.vertex.region", "use one such as us-central1"),
+        ("aiplatform", {"project": "p", "endpoint": "ftp://x"}, "targets.aiplatform.endpoint", "use one such as"),
+        ("databricks", {"host": "https://h.example/path"}, "targets.databricks.host", "use one such as"),
+        (
+            "azureml",
+            {"subscription_id": "s", "resource_group": "a/b", "workspace": "w"},
+            "targets.azureml.resource_group",
+            "give the name alone",
+        ),
     ],
 )
 def test_a_validators_value_error_gives_its_fix(target: str, settings: dict[str, str], path: str, fix: str) -> None:

@@ -125,7 +125,7 @@ class AIPlatformSettings(TargetSettings):
     def _endpoint(cls, value: str) -> str:
         # Google credentials go to this host: it must be a plain http(s) URL.
         if origin_of(value) is None:
-            raise ValueError("the endpoint is not an http(s) URL such as https://ml.googleapis.com")
+            raise ValueError("the endpoint is not an http(s) URL; use one such as https://ml.googleapis.com")
         return value
 
 
