@@ -86,6 +86,24 @@ def test_a_count_the_machine_cannot_carry_is_refused() -> None:
     assert fix == "pick from: A100:8 (Standard_ND96asr_v4)"
 
 
+@pytest.mark.parametrize(
+    ("platform", "machine_type", "gpu"),
+    [
+        ("vertex", "a2-highgpu-8g", "H100-NVL"),  # the fuzzed spec that raised KeyError: 'H100-NVL'
+        ("databricks-gcp", "a2-highgpu-8g", "H200"),
+        ("databricks-aws", "g5.xlarge", "P100"),
+        ("aiplatform", "a2-highgpu-1g", "L4"),
+    ],
+)
+def test_a_machine_paired_with_a_gpu_the_platform_lacks_is_refused(platform: str, machine_type: str, gpu: str) -> None:
+    path, message, fix = refusal(platform, machine_type=machine_type, gpu=gpu, gpu_count=None)
+    assert path == "machine"
+    assert message.startswith(f"{machine_type} carries ")
+    assert message.endswith(f"1 x {catalog.canonical_gpu(gpu)}")
+    assert fix.startswith("drop the accelerator, or ")
+    assert f"offers no {catalog.canonical_gpu(gpu)}" in fix
+
+
 def test_gpus_a_platform_lacks_are_refused() -> None:
     path, message, fix = refusal("aiplatform", machine_type=None, gpu="H100", gpu_count=8)
     assert path == "machine.accelerator.type"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from crosstrain.errors import SpecError
-from crosstrain.loader import load_job, read_document
+from crosstrain.loader import job_from_dict, load_job, read_document
 
 
 def test_yaml_and_json_files_load_the_same(tmp_path: Path) -> None:
@@ -61,6 +61,23 @@ def test_every_example_is_a_valid_job() -> None:
 
     for example in EXAMPLES:
         assert load_job(example).name
+
+
+@pytest.mark.parametrize(
+    ("spec", "path"),
+    [
+        ({"name": "j", "": {}}, '""'),  # fuzzed: an empty unknown key gave a problem with no path at all
+        ({"name": "j", "primary": {"": 1}}, 'primary.""'),
+        ({"name": "j", "[": None}, "["),  # fuzzed: a key holding '[' was taken for a pydantic tag and dropped
+        ({"name": "j", "workers": {"a[0]": 1}}, "workers.a[0]"),
+    ],
+)
+def test_an_unknown_key_always_has_a_path(spec: dict[str, object], path: str) -> None:
+    with pytest.raises(SpecError) as err:
+        job_from_dict(spec)
+    assert [p.path for p in err.value.problems] == [path]
+    assert err.value.problems[0].message.startswith("unknown field")
+    assert err.value.problems[0].fix.startswith("remove it")
 
 
 def test_the_python_api_reads_within_the_same_limits(tmp_path: Path) -> None:

@@ -55,3 +55,35 @@ def test_parse_assignments() -> None:
     assert parse_assignments(["project=p", "spark-version=15.4=x"]) == {"project": "p", "spark_version": "15.4=x"}
     with pytest.raises(SpecError, match="not key=value"):
         parse_assignments(["project"])
+
+
+@pytest.mark.parametrize(
+    ("target", "settings", "path", "fix"),
+    [
+        # Fuzzed: a plain ValueError from a validator came back as "Value error, ..." with no fix.
+        (
+            "databricks",
+            {"host": "https://dbc-1.cloud.databricks.com", "workspace_dir": "A100:x"},
+            "targets.databricks.workspace_dir",
+            "use a folder under /Workspace/",
+        ),
+        ("vertex", {"project": "p", "region": "Mars"}, "targets.vertex.region", "use one such as us-central1"),
+        ("aiplatform", {"project": "p", "endpoint": "ftp://x"}, "targets.aiplatform.endpoint", "use one such as"),
+        ("databricks", {"host": "https://h.example/path"}, "targets.databricks.host", "use one such as"),
+        (
+            "azureml",
+            {"subscription_id": "s", "resource_group": "a/b", "workspace": "w"},
+            "targets.azureml.resource_group",
+            "give the name alone",
+        ),
+    ],
+)
+def test_a_validators_value_error_gives_its_fix(target: str, settings: dict[str, str], path: str, fix: str) -> None:
+    from crosstrain.backends import get_backend_class
+
+    with pytest.raises(SpecError) as err:
+        resolve_settings(get_backend_class(target).settings_model, target, section=settings)
+    [problem] = err.value.problems
+    assert problem.path == path
+    assert problem.fix.startswith(fix)
+    assert not problem.message.startswith("Value error")

@@ -149,3 +149,52 @@ def test_model_dump_round_trips() -> None:
         }
     )
     assert TrainingJob.model_validate(job.model_dump()) == job
+
+
+@pytest.mark.parametrize("command", ["python 'unclosed", "python train.py \\"])
+def test_a_command_string_a_shell_cannot_split_is_refused_with_the_fix(command: str) -> None:
+    """Fuzzed: the unclosed quote came back as pydantic's 'Value error, No closing quotation' with no fix."""
+    for where in ({"command": command}, {"primary": {"command": command}}):
+        with pytest.raises(SpecError) as err:
+            job_from_dict({"name": "j", **where})
+        [problem] = err.value.problems
+        assert problem.path == ("command" if "command" in where else "primary.command")
+        assert "cannot be split like a shell would" in problem.message
+        assert problem.fix == "close the quote, or write the command as a list, e.g. [python, train.py]"
+
+
+@pytest.mark.parametrize(
+    ("value", "message", "fix"),
+    [
+        # Fuzzed: 400 digits of days overflowed a float and raised OverflowError out of the loader.
+        ("9" * 400 + "d", "is longer than a job may run", "use at most 31622400 (366d)"),
+        ("9" * 5000, "is longer than a job may run", "use at most 31622400 (366d)"),
+        ("367d", "is longer than a job may run", "use at most 31622400 (366d)"),
+        # Fuzzed: 10**400 was a valid timeout, rendered as a duration no platform takes.
+        (10**400, "less than or equal to 31622400", "use a value of at most 31622400"),
+        # true was taken as one second
+        (True, "True is not a duration", 'write seconds (3600) or a duration such as "90m", "24h", "1h30m"'),
+        # Fuzzed: numbers pydantic refuses came with no fix of their own.
+        (1.5, "fractional part", "use a whole number"),
+        (1e308, "exceeded maximum size", "use a smaller whole number"),
+        (float("nan"), "finite number", "use a finite number"),
+    ],
+)
+def test_a_duration_out_of_any_range_is_refused_with_the_fix(value: object, message: str, fix: str) -> None:
+    with pytest.raises(SpecError) as err:
+        job_from_dict({"name": "j", "scheduling": {"timeout": value}})
+    [problem] = err.value.problems
+    assert (problem.path, problem.fix) == ("scheduling.timeout", fix)
+    assert message in problem.message
+    assert job_from_dict({"name": "j", "scheduling": {"max_wait": "366d"}}).scheduling.max_wait == 366 * 86400
+
+
+@pytest.mark.parametrize("machine", ["A100:²", "A100:١٢", "A100:" + "9" * 5000, "A100:x"])
+def test_a_shorthand_count_that_is_not_ascii_digits_is_refused_with_the_fix(machine: str) -> None:
+    """Fuzzed: `A100:²` passed str.isdigit() and failed in int(), with pydantic's wording and no fix."""
+    with pytest.raises(SpecError) as err:
+        job_from_dict({"name": "j", "primary": {"machine": machine}})
+    [problem] = err.value.problems
+    assert (problem.path, problem.fix) == ("primary.machine", "write the portable form as e.g. A100:8")
+    assert problem.message.endswith("is not GPU:COUNT")
+    assert len(problem.message) < 80

@@ -305,12 +305,15 @@ def resolve(
         if fixed:
             fixed_kind, fixed_count = fixed
             if kind not in (None, fixed_kind) or gpu_count not in (None, fixed_count):
+                wanted = kind or fixed_kind
+                # The GPU asked for may be one this platform does not offer at all (H100-NVL on Vertex AI).
+                elsewhere = f"{platform} offers no {wanted}; use one of {choices(platform)}"
                 raise CatalogError(
                     Problem(
                         path,
-                        f"{machine_type} carries {fixed_count} x {fixed_kind}, not "
-                        f"{gpu_count or 1} x {kind or fixed_kind}",
-                        f"drop the accelerator, or pick from: {choices(platform, kind or fixed_kind)}",
+                        f"{machine_type} carries {fixed_count} x {fixed_kind}, not {gpu_count or 1} x {wanted}",
+                        "drop the accelerator, or "
+                        + (f"pick from: {choices(platform, wanted)}" if wanted in offers else elsewhere),
                     )
                 )
             return ResolvedMachine(machine_type, fixed_kind, fixed_count, offers[fixed_kind].accelerator)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -96,8 +97,16 @@ def problems_from(exc: ValidationError, model: type[BaseModel], prefix: str = ""
 
 
 def _is_validator_tag(part: Any) -> bool:
-    # pydantic adds tags such as 'function-before[...]' or 'int' / 'str' to locations inside unions.
-    return isinstance(part, str) and ("[" in part or part in ("int", "str", "float", "literal['auto']"))
+    # pydantic adds tags such as 'function-before[...]' or 'int' / 'str' to locations inside unions. A key of
+    # the user's own that merely holds a '[' is kept: it is where the problem is.
+    return isinstance(part, str) and (bool(_TAG.fullmatch(part)) or part in ("int", "str", "float"))
+
+
+_TAG = re.compile(
+    r"(function-(before|after|wrap|plain)|tagged-union|union|literal|list|dict|nullable|lax-or-strict|"
+    r"json-or-python|chain|model|default|definition-ref)\[.*\]",
+    re.DOTALL,
+)
 
 
 def _dotted(loc: list[Any]) -> str:
@@ -105,8 +114,9 @@ def _dotted(loc: list[Any]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part != "":
+        else:
             text = inputs.excerpt(part, 40)[1:-1] if isinstance(part, str) and len(part) > 40 else str(part)
+            text = text or '""'  # an empty key still needs a place in the path
             out += f".{text}" if out else text
     return out
 
@@ -125,6 +135,10 @@ def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str
         return f"unknown field {inputs.excerpt(name)}", hint
     if kind == "missing":
         return "required field is missing", f"add `{loc[-1]}:`" if loc else "add it"
+    if kind == "value_error" and "; " in str(ctx.get("error", "")):
+        # A validator's plain ValueError says "what is wrong; how to fix it".
+        what, _, how = str(ctx["error"]).partition("; ")
+        return what, how
     message = err["msg"]
     if "input" in err and kind not in ("model_type", "dict_type"):
         message = f"{message} (got {inputs.excerpt(err['input'])})"
@@ -135,11 +149,19 @@ def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str
         "literal_error": f"use one of {ctx.get('expected')}",
         "int_parsing": "use a whole number",
         "int_type": "use a whole number",
+        "int_from_float": "use a whole number",
+        "int_parsing_size": "use a smaller whole number",
+        "finite_number": "use a finite number",
+        "float_parsing": "use a number",
+        "float_type": "use a number",
+        "string_pattern_mismatch": f"use a value that matches {ctx.get('pattern')}",
         "bool_parsing": "use true or false",
+        "bool_type": "use true or false",
         "string_type": "quote the value",
         "list_type": "use a list, e.g. [a, b]",
         "dict_type": "use a mapping of names to values",
         "model_type": "use a mapping of fields",
+        "model_attributes_type": "use a mapping of fields",
     }
     return message, fixes.get(kind, "see `crosstrain schema` for the expected form")
 

@@ -35,27 +35,41 @@ def _invalid(message: str, fix: str) -> PydanticCustomError:
     return PydanticCustomError("crosstrain", message.replace("{", "{{").replace("}", "}}"), {"fix": fix})
 
 
+#: The longest duration a job may ask for: a year and a day, in seconds. Far beyond any training run, and within
+#: every platform's encoding (Databricks takes an int32 of seconds, Google a protobuf Duration).
+MAX_DURATION = 366 * 86400
+_DURATION_FIX = 'write seconds (3600) or a duration such as "90m", "24h", "1h30m"'
+
+
 def parse_duration(value: Any) -> Any:
     """`90`, `"90s"`, `"15m"`, `"24h"`, `"7d"`, `"1h30m"` -> whole seconds."""
-    if isinstance(value, bool) or value is None:
+    if value is None:
         return value
+    if isinstance(value, bool):  # pydantic would take true as 1 second
+        raise _invalid(f"{value!r} is not a duration", _DURATION_FIX)
     if isinstance(value, int | float):
         return value
     if isinstance(value, str):
         text = value.strip().lower()
-        if re.fullmatch(r"\d+", text):
-            return int(text)
         match = _DURATION.fullmatch(text)
         if text and match and any(match.groups()):
             d, h, m, s = (float(g) if g else 0.0 for g in match.groups())
-            return round(d * 86400 + h * 3600 + m * 60 + s)
-    raise _invalid(f"{value!r} is not a duration", 'write seconds (3600) or a duration such as "90m", "24h", "1h30m"')
+            seconds = d * 86400 + h * 3600 + m * 60 + s
+            if not seconds <= MAX_DURATION:  # 400 digits of days are infinite as a float
+                shown = value if len(value) <= 40 else f"{value[:37]}..."
+                raise _invalid(f"{shown!r} is longer than a job may run", f"use at most {MAX_DURATION} (366d)")
+            return round(seconds)
+        if re.fullmatch(r"\d+", text):
+            if len(text) <= 12:
+                return int(text)  # the bound below refuses what is too long
+            raise _invalid(f"{value[:40]!r}... is longer than a job may run", f"use at most {MAX_DURATION} (366d)")
+    raise _invalid(f"{value!r} is not a duration", _DURATION_FIX)
 
 
 Duration = Annotated[
     int,
     BeforeValidator(parse_duration, json_schema_input_type=int | str),
-    Field(gt=0, description='Seconds, or a duration such as "90m", "24h", "1h30m".'),
+    Field(gt=0, le=MAX_DURATION, description='Seconds, or a duration such as "90m", "24h", "1h30m".'),
 ]
 
 
@@ -64,7 +78,13 @@ def _split_command(value: Any) -> Any:
         return value
     import shlex
 
-    return shlex.split(value)
+    try:
+        return shlex.split(value)
+    except ValueError as exc:  # an unclosed quote or a trailing escape
+        raise _invalid(
+            f"{value!r} cannot be split like a shell would: {str(exc).lower()}",
+            "close the quote, or write the command as a list, e.g. [python, train.py]",
+        ) from None
 
 
 Command = Annotated[
@@ -102,8 +122,10 @@ def _parse_machine(value: Any) -> Any:
         return value
     kind, _, count = value.partition(":")
     if count or catalog.canonical_gpu(kind):
-        if not count.strip().isdigit() and count:
-            raise _invalid(f"{value!r} is not GPU:COUNT", "write the portable form as e.g. A100:8")
+        # ASCII digits only: str.isdigit() takes '²', which int() refuses, and int() refuses 5,000 digits.
+        if count and not re.fullmatch(r"[0-9]{1,6}", count.strip()):
+            shown = value if len(value) <= 40 else f"{value[:37]}..."
+            raise _invalid(f"{shown!r} is not GPU:COUNT", "write the portable form as e.g. A100:8")
         return {"accelerator": {"type": kind, "count": int(count) if count else 1}}
     return {"type": value}
 

@@ -32,7 +32,7 @@ from crosstrain.retry import RetryPolicy
 from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
 from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 from tests.backends.aiplatform_server import NATIVE_STATES, AIPlatformPlatform, MLService, loopback_session
-from tests.backends.discovery import assert_conforms
+from tests.backends.validators import assert_valid
 from tests.conftest import ROOT
 
 SETTINGS = {"project": "my-project", "region": "us-central1"}
@@ -58,6 +58,7 @@ class TestAIPlatformConformance(BackendConformance):
         ({"network": "my-vpc"}, "projects/PROJECT_NUMBER/global/networks/NAME"),
         ({"output_dir": "/tmp/out"}, "gs://"),
         ({"labels": {"Team": "ml"}}, "label key"),
+        ({"image": None}, "needs a container image"),
     ]
 
 
@@ -97,7 +98,7 @@ TOPOLOGIES: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("name", TOPOLOGIES)
 def test_every_body_conforms_to_the_ml_v1_discovery_document(name: str) -> None:
-    assert_conforms("ml.v1", "GoogleCloudMlV1__Job", render(TOPOLOGIES[name]).create.body)
+    assert_valid(render(TOPOLOGIES[name]))  # the discovery document and the fields it marks required
 
 
 @pytest.mark.parametrize("name", TOPOLOGIES)
@@ -211,6 +212,24 @@ def test_an_inherited_field_is_refused_once_at_its_source() -> None:
     assert sorted(p.path for p in refused.value.problems) == ["command", "env", "primary.boot_disk.type"]
 
 
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"image": None},  # fuzzed: {"name": "A"} rendered with neither masterConfig.imageUri nor runtimeVersion
+        {"image": None, "workers": {"image": "registry.example/w:2"}},
+    ],
+)
+def test_a_job_without_a_master_image_is_refused(changes: dict[str, Any]) -> None:
+    with pytest.raises(Unsupported) as refused:
+        render(changes)
+    [problem] = refused.value.problems
+    assert (problem.path, problem.fix) == ("image", "set `image` (or `primary.image`)")
+    assert "runtime version" in problem.message
+    assert render({"image": None, "primary": {"image": "registry.example/m:1"}}).create.body["trainingInput"][
+        "masterConfig"
+    ]["imageUri"] == ("registry.example/m:1")
+
+
 def test_the_multi_node_a100_example_is_refused_for_its_reduction_server() -> None:
     with pytest.raises(Unsupported) as refused:
         backend().render(load_job(ROOT / "examples" / "multi-node-a100.yaml"), SETTINGS)
@@ -258,7 +277,7 @@ def test_golden_requests(name: str) -> None:
     path, settings = GOLDEN_JOBS[name]
     job = load_job(path) if path else job_from_dict(BASE_JOB)
     request = backend().render(job, settings)
-    assert_conforms("ml.v1", "GoogleCloudMlV1__Job", request.create.body)
+    assert_valid(request)
     text = json.dumps(request.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     golden = GOLDEN / f"{name}.json"
     if os.environ.get("CROSSTRAIN_UPDATE_GOLDEN"):

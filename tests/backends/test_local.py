@@ -116,6 +116,20 @@ def test_nodes_and_processes_can_be_capped() -> None:
     assert any("1 of the job's 2 nodes" in note for note in request.notes)
 
 
+@pytest.mark.parametrize("emulate", ["torchrun", "vertex"])
+def test_more_nodes_than_a_machine_runs_are_refused_unless_capped(emulate: str) -> None:
+    """Fuzzed: 10,001 nodes emulating Vertex built a plan whose every node lists every node in CLUSTER_SPEC,
+    gigabytes before anything ran."""
+    job = {**JOB, "workers": {"replicas": 10000}}
+    with pytest.raises(Unsupported) as refused:
+        render(job, emulate=emulate)
+    [problem] = refused.value.problems
+    assert problem.path == "workers.replicas"
+    assert "at most 64, and this job has 10001" in problem.message
+    assert "--nodes N" in problem.fix
+    assert len(processes(render(job, emulate=emulate, nodes=2))) == 2
+
+
 def test_gpus_are_split_between_nodes_or_left_out() -> None:
     job = {**JOB, "primary": {"machine": "T4:2"}}
     [n0, n1] = processes(render(job, {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}))

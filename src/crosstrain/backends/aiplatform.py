@@ -125,7 +125,7 @@ class AIPlatformSettings(TargetSettings):
     def _endpoint(cls, value: str) -> str:
         # Google credentials go to this host: it must be a plain http(s) URL.
         if origin_of(value) is None:
-            raise ValueError("the endpoint is not an http(s) URL such as https://ml.googleapis.com")
+            raise ValueError("the endpoint is not an http(s) URL; use one such as https://ml.googleapis.com")
         return value
 
 
@@ -191,6 +191,17 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
                         f"use one of {', '.join(_BOOT_DISK_TYPES)}, or --target vertex",
                     )
                 )
+        if not job.pools()[0].image:
+            # The API takes `masterConfig.imageUri` or a `runtimeVersion` (a Python package job), which a
+            # crosstrain job cannot describe; the other pools fall back to the master's image.
+            problems.append(
+                Problem(
+                    "image",
+                    "AI Platform Training needs a container image for the master (its other form, a runtime "
+                    "version running a Python package, is not something crosstrain renders)",
+                    "set `image` (or `primary.image`)",
+                )
+            )
         if job.scheduling.max_restarts is not None:
             problems.append(
                 Problem(

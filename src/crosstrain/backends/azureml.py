@@ -204,7 +204,7 @@ class AzureMLSettings(TargetSettings):
     def _segment(cls, value: str) -> str:
         # Each names one segment of the ARM path that the token is sent to.
         if not _SEGMENT.fullmatch(value):
-            raise ValueError("is not an Azure resource name (one path segment: no '/', '?', '#', '%' or spaces)")
+            raise ValueError("is not an Azure resource name; give the name alone, without '/', '?', '#', '%' or spaces")
         return value
 
 

@@ -155,7 +155,9 @@ class DatabricksSettings(TargetSettings):
         value = value.strip().rstrip("/")
         url = urlparse(value if "://" in value else f"https://{value}")
         if url.scheme not in ("http", "https") or not url.hostname or url.path not in ("", "/"):
-            raise ValueError(f"{redact(value)!r} is not a workspace URL such as https://dbc-1234.cloud.databricks.com")
+            raise ValueError(
+                f"{redact(value)!r} is not a workspace URL; use one such as https://dbc-1234.cloud.databricks.com"
+            )
         return f"{url.scheme}://{url.netloc}"
 
     @field_validator("workspace_dir")

@@ -53,8 +53,9 @@ class FakeSettings(TargetSettings):
         description="Directory that holds the fake cloud's jobs.",
     )
     outcome: Literal["succeeded", "failed"] = setting("succeeded", description="How every job ends.")
-    queue_seconds: float = Field(0.0, ge=0, description="Seconds a job stays queued.")
-    run_seconds: float = Field(0.0, ge=0, description="Seconds a job runs before it ends.")
+    # Finite: the request is JSON, which has no Infinity.
+    queue_seconds: float = Field(0.0, ge=0, allow_inf_nan=False, description="Seconds a job stays queued.")
+    run_seconds: float = Field(0.0, ge=0, allow_inf_nan=False, description="Seconds a job runs before it ends.")
 
 
 class FakeCloud(LoopbackService):

@@ -75,6 +75,8 @@ _CLUSTER_PREFIXES = (
 # decide how many processes the platform starts.
 _CPU_MACHINES = {"vertex": "n1-standard-8", "aiplatform": "n1-standard-8"}
 PLACEHOLDER_IMAGE = "local-emulation/no-image:latest"
+#: The most nodes one machine runs: every node is a process here, and some platforms' variables list every node.
+MAX_NODES = 64
 # Placeholder account settings for rendering a cloud target's request when the job file names none.
 _PLACEHOLDER_ACCOUNTS: dict[str, dict[str, str]] = {
     "vertex": {"project": "local-emulation", "region": "us-central1"},
@@ -101,14 +103,18 @@ class LocalSettings(TargetSettings):
         "azureml (its PyTorch distribution, or whatever the job's framework renders), azureml-mpi, or databricks "
         "(TorchDistributor on a local SparkSession; needs the `spark` extra and Java).",
     )
-    nodes: int | None = Field(None, ge=1, le=64, description="Run at most this many nodes. Default: all of the job's.")
+    nodes: int | None = Field(
+        None, ge=1, le=MAX_NODES, description="Run at most this many nodes. Default: all of the job's."
+    )
     nproc_per_node: int | None = Field(
         None, ge=1, le=64, description="Processes per node. Default: the job's (its GPUs per node, or 1)."
     )
     workdir: str | None = Field(
         None, description="Folder the command runs in. Default: the job file's folder, else the current one."
     )
-    grace_seconds: float = Field(10.0, ge=0, description="How long stopped processes get before they are killed.")
+    grace_seconds: float = Field(
+        10.0, ge=0, allow_inf_nan=False, description="How long stopped processes get before they are killed."
+    )
 
 
 @dataclasses.dataclass
@@ -153,6 +159,12 @@ class LocalBackend(Backend[LocalSettings]):
 
     def platform_refusals(self, job: TrainingJob, settings: LocalSettings) -> list[Problem]:
         problems: dict[str, Problem] = {}
+        if settings.nodes is None and job.nodes > MAX_NODES:
+            problems["workers.replicas"] = Problem(
+                "workers.replicas",
+                f"a local run starts every node on this machine, at most {MAX_NODES}, and this job has {job.nodes}",
+                f"run the first nodes only with --nodes N (targets.local.nodes), N at most {MAX_NODES}",
+            )
         for pool in job.pools():
             for name, (ref, path) in pool.secrets.items():
                 if name not in self.environ and path not in problems:

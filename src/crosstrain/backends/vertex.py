@@ -179,7 +179,7 @@ class VertexSettings(TargetSettings):
     def _region(cls, value: str) -> str:
         # The region becomes part of the endpoint's host name, so a typo must not become a request elsewhere.
         if not re.fullmatch(r"[a-z]+(-[a-z0-9]+)+", value):
-            raise ValueError(f"{value!r} is not a Google Cloud region, e.g. us-central1 or europe-west4")
+            raise ValueError(f"{value!r} is not a Google Cloud region; use one such as us-central1 or europe-west4")
         return value
 
 
@@ -240,6 +240,7 @@ class VertexBackend(Backend[VertexSettings]):
                 problems.append(
                     Problem(f"{pool.role}.image", "Vertex AI needs a container image for every pool", "set `image`")
                 )
+            problems += _pool_limits(job, pool)
             try:
                 machines[pool.role] = _resolve(pool)
             except catalog.CatalogError as error:
@@ -553,6 +554,41 @@ def _resolve(pool: PoolView) -> _Machine:
             )
         )
     return _Machine(resolved.machine_type, resolved.gpu, resolved.gpu_count, resolved.accelerator)
+
+
+#: Environment variables a container takes, and the boot disk sizes in GB (google.md section 1: ContainerSpec,
+#: DiskSpec).
+MAX_ENV = 100
+BOOT_DISK_GB = (100, 64000)
+
+
+def _pool_limits(job: TrainingJob, pool: PoolView) -> list[Problem]:
+    """What a pool's container and disk may hold, refused at the field that set it (a pool inherits the job's
+    env and the primary's disk)."""
+    own = getattr(job, pool.role)
+    problems = []
+    if len(pool.env) > MAX_ENV:
+        where = (
+            f"{pool.role}.env" if own.env else "primary.env" if pool.role == "workers" and job.primary.env else "env"
+        )
+        problems.append(
+            Problem(
+                where,
+                f"Vertex AI takes at most {MAX_ENV} environment variables per container, not {len(pool.env)}",
+                "pass the rest in a file or as arguments",
+            )
+        )
+    size = pool.boot_disk.size_gb if pool.boot_disk else None
+    low, high = BOOT_DISK_GB
+    if size is not None and not low <= size <= high:
+        problems.append(
+            Problem(
+                f"{pool.role if own.boot_disk else 'primary'}.boot_disk.size_gb",
+                f"Vertex AI boot disks are {low}-{high} GB, not {size}",
+                f"use a size from {low} to {high}",
+            )
+        )
+    return problems
 
 
 def _pool_spec(replicas: int, machine: _Machine, pool: PoolView, command: list[str] | None) -> dict[str, Any]:
