@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import random
-import resource
 import signal
 import subprocess
 import sys
@@ -67,12 +66,29 @@ def _print_figures() -> Iterator[None]:
         )
 
 
-def _limit_address_space() -> None:  # a safety net for the machine running the tests, well above MAX_RSS_MB
-    resource.setrlimit(resource.RLIMIT_AS, (2048 * MiB, 2048 * MiB))
+#: Starts the CLI from a small process and reports the CLI's own peak RSS and CPU time. Linux keeps a process's
+#: peak RSS across exec, so a child forked straight from pytest (large after the SDK tests) would count pytest's
+#: pages as its own; forked from this small launcher, it counts only its own and the launcher's few MB.
+LAUNCHER = """
+import json, os, resource, signal, sys
+report, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    limit = 2048 * 1024 * 1024  # a safety net for the machine running the tests, well above the goal
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    os.execvp(argv[0], argv)
+_, status, usage = os.wait4(pid, 0)
+with open(report, "w") as out:
+    json.dump({"cpu": usage.ru_utime + usage.ru_stime, "rss_kb": usage.ru_maxrss}, out)
+if os.WIFSIGNALED(status):
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(status))
+os._exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def cli(*commands: list[str], stdin: Path | str | None = None, cwd: Path = ROOT) -> list[Run]:
-    """Run the CLI once per command, concurrently, measuring each child's peak RSS and CPU time with wait4."""
+    """Run the CLI once per command, concurrently, measuring each one's peak RSS and CPU time with wait4."""
     env = {k: v for k, v in os.environ.items() if k != "CROSSTRAIN_DEBUG"}
     runs = []
     with contextlib.ExitStack() as files:
@@ -82,26 +98,30 @@ def cli(*commands: list[str], stdin: Path | str | None = None, cwd: Path = ROOT)
             if stdin == CLOSED:
                 argv = ["sh", "-c", 'exec "$@" <&-', "sh", *argv]
             out, err = (files.enter_context(tempfile.TemporaryFile()) for _ in range(2))
+            report = files.enter_context(tempfile.NamedTemporaryFile(suffix=".json"))
             with open(stdin if isinstance(stdin, Path) else os.devnull, "rb") as source:
                 proc = subprocess.Popen(
-                    argv, stdin=source, stdout=out, stderr=err, cwd=cwd, env=env, preexec_fn=_limit_address_space
+                    [sys.executable, "-c", LAUNCHER, report.name, *argv],
+                    stdin=source,
+                    stdout=out,
+                    stderr=err,
+                    cwd=cwd,
+                    env=env,
+                    start_new_session=True,
                 )
-            started.append((args, proc, out, err, time.monotonic()))
-        for args, proc, out, err, t0 in started:
-            while True:
-                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-                if pid:
-                    break
-                if time.monotonic() - t0 > 60:
-                    proc.kill()
-                time.sleep(0.005)
-            proc.returncode = os.waitstatus_to_exitcode(status)
+            started.append((args, proc, out, err, report, time.monotonic()))
+        for args, proc, out, err, report, t0 in started:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
             wall = time.monotonic() - t0
             out.seek(0)
             err.seek(0)
             stdout, stderr = (f.read().decode("utf-8", "replace") for f in (out, err))
-            cpu, rss_mb = usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
-            runs.append(Run(args, proc.returncode, stdout, stderr, wall, cpu, rss_mb))
+            usage = json.loads(Path(report.name).read_text() or '{"cpu": 0, "rss_kb": 0}')
+            runs.append(Run(args, proc.returncode, stdout, stderr, wall, usage["cpu"], usage["rss_kb"] / 1024))
     MEASURED.extend(runs)
     return runs
 
