@@ -437,7 +437,10 @@ HANDLES: dict[str, tuple[str | Callable[[Path], str], str]] = {
         "handle.ref.run_id: databricks needs run_id: a whole number, not 'abc'",
     ),
     "vertex-name-a-number": (handle(target="vertex", ref={"name": 7}), "handle.ref.name: vertex needs name"),
-    "azureml-ref-empty": (handle(target="azureml", ref={}), "handle.ref.url: azureml needs url: a string, missing"),
+    "azureml-ref-empty": (
+        handle(target="azureml", ref={}),
+        "handle.ref.subscription_id: azureml needs subscription_id",
+    ),
     "aiplatform-url-a-list": (handle(target="aiplatform", ref={"url": ["x"]}), "aiplatform needs url: a string"),
     "huge-identity": (lambda d: _write(d / "h.json", handle(identity="i" * 12_000)), "longer than 1,024"),
     "huge-string-in-ref": (lambda d: _write(d / "h.json", handle(ref={"url": "u" * 100_000})), "longer than 16,384"),

@@ -498,7 +498,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
     extra = "azureml"
     settings_model = AzureMLSettings
     formats = ("json", "az-yaml")
-    handle_ref = {"url": str, "subscription_id": str, "resource_group": str, "workspace": str}
+    handle_ref = {"subscription_id": str, "resource_group": str, "workspace": str}  # what status and cancel read
     capabilities = Capabilities(
         spot=True,
         logs=True,
