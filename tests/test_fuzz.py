@@ -19,6 +19,8 @@ from tests import fuzzing
 
 #: Examples per case in CI; `fuzz_long` runs ten times as many.
 EXAMPLES = int(os.environ.get("CROSSTRAIN_FUZZ_EXAMPLES", "40"))
+#: The most one spec may take to load, render and format (the slowest of 10,000 takes well under one).
+SECONDS = 10.0
 
 
 @pytest.fixture
@@ -38,6 +40,8 @@ def check(case: str, folder: Path, examples: int) -> None:
     def one(spec: dict[str, Any]) -> None:
         result = fuzzing.outcome(case, spec, folder)
         assert result.kind in ("accepted", "refused"), result.report(case, spec)
+        # A render is bounded: a 10,001-node local plan took minutes and gigabytes before it was refused.
+        assert result.seconds < SECONDS, f"{case}: {result.seconds:.1f} s for {fuzzing.short(repr(spec))}"
 
     one()
 
