@@ -54,14 +54,11 @@ def _spec_args(p: argparse.ArgumentParser, *, many_targets: bool = False) -> Non
         )
     else:
         p.add_argument("-t", "--target", help="where to run; default: the job file's only target")
-    p.add_argument(
-        "--set",
-        dest="settings",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="target setting, overriding the job file and environment (repeatable)",
-    )
+    _set_arg(p, "target setting, overriding the job file and environment (repeatable)")
+
+
+def _set_arg(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help=text)
 
 
 def _local_args(p: argparse.ArgumentParser) -> None:
@@ -83,13 +80,9 @@ def _run_id_arg(p: argparse.ArgumentParser) -> None:
 
 def _handle_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("handle", help="what `crosstrain submit` printed: the text itself, a file holding it, or -")
-    p.add_argument(
-        "--set",
-        dest="settings",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="where this machine sends credentials (e.g. host=https://..., project=...), over the environment; "
+    _set_arg(
+        p,
+        "where this machine sends credentials (e.g. host=https://..., project=...), over the environment; "
         "the handle must match it (repeatable)",
     )
 
