@@ -57,7 +57,7 @@ def with_run_id(job: TrainingJob, run_id: str | None) -> TrainingJob:
     if run_id is None:
         return job
     run_id = new_run_id() if run_id == "new" else run_id
-    return job_from_dict({**job.model_dump(exclude_unset=True), "run_id": run_id})
+    return job_from_dict({**job.model_dump(exclude_unset=True), "run_id": run_id}).located(job.base_dir)
 
 
 def render(
@@ -206,4 +206,14 @@ def _request_problems(data: dict[str, Any]) -> list[Problem]:
                 problems.append(
                     Problem(f"calls[{i}].headers", "a rendered request must not carry credentials", "remove them")
                 )
+    code = data.get("code")
+    if code is not None and need("code", code, dict, "a mapping"):
+        need("code.folder", code.get("folder"), str, "a string")
+        need("code.digest", code.get("digest"), str, "a string")
+        need("code.files", code.get("files"), int, "a whole number")
+        need("code.bytes", code.get("bytes"), int, "a whole number")
+        for key in ("ignore_files", "requirements"):
+            if need(f"code.{key}", code.get(key) or [], list, "a list"):
+                for j, item in enumerate(code.get(key) or []):
+                    need(f"code.{key}[{j}]", item, str, "a string")
     return problems[:20]

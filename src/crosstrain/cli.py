@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from crosstrain.errors import CrosstrainError, ExitCode, JobFailed, Problem, SpecError, UsageError, WaitTimeout
@@ -211,7 +212,8 @@ def cmd_render(args: argparse.Namespace) -> int:
 def _load_job(source: str) -> TrainingJob:
     from crosstrain import inputs
 
-    return _job_from_text(*inputs.read_text(source, inputs.JOB))
+    job = _job_from_text(*inputs.read_text(source, inputs.JOB))
+    return job.located(None if source == "-" else Path(source).absolute().parent)
 
 
 def _job_from_text(text: str, name: str) -> TrainingJob:
@@ -255,7 +257,10 @@ def _job_or_request(source: str) -> TrainingJob | Request:
         text, name = inputs.read_text(source, inputs.REQUEST)
         from crosstrain import api
 
-        return api.read_request(text, name) or _job_from_text(text, name)
+        request = api.read_request(text, name)
+        if request is not None:
+            return request
+        return _job_from_text(text, name).located(None if source == "-" else Path(source).absolute().parent)
     return _load_job(source)
 
 

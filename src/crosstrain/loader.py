@@ -35,7 +35,8 @@ def load_job(source: str | Path | Mapping[str, Any] | TrainingJob) -> TrainingJo
     if isinstance(source, Mapping):
         return job_from_dict(source)
     data, name = read_document(source)
-    return job_from_dict(data, source=name)
+    job = job_from_dict(data, source=name)
+    return job.located(None if str(source) == "-" else Path(source).absolute().parent)
 
 
 def job_from_dict(data: Any, *, source: str | None = None) -> TrainingJob:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -17,6 +18,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     field_validator,
     model_validator,
 )
@@ -294,6 +296,31 @@ class Launch(_Model):
     framework: Literal["pytorch", "mpi", "tensorflow"] = "pytorch"
 
 
+_REQUIREMENT = re.compile(r"[A-Za-z0-9][^\x00-\x1f\x7f]{0,299}")
+_PORTABLE_ENVIRONMENT = re.compile(r"pytorch(?::(\d+\.\d+))?")
+
+
+def _requirements(value: Any) -> Any:
+    """A list of requirements, or the name of a requirements file (kept as `{"file": NAME}`)."""
+    if isinstance(value, str):
+        return {"file": value}
+    return value
+
+
+class RequirementsFile(_Model):
+    file: str = Field(description="A pip requirements file, relative to the job file.")
+
+
+Requirements = Annotated[
+    list[str] | RequirementsFile,
+    BeforeValidator(_requirements, json_schema_input_type=str | list[str]),
+    Field(
+        description="Python packages installed on every node before the command: a list of pip requirements, "
+        "or a requirements file (relative to the job file). Each target installs them its own way, or refuses."
+    ),
+]
+
+
 class TrainingJob(_Model):
     """A distributed training job, independent of where it runs."""
 
@@ -310,6 +337,18 @@ class TrainingJob(_Model):
         "are deduplicated); set a new one to run the same spec again.",
     )
     image: str | None = Field(None, description="Default container image of every pool.")
+    environment: str | None = Field(
+        None,
+        description="A platform-managed runtime instead of an `image`: `pytorch` (each platform's current PyTorch "
+        "runtime, GPU or CPU by the machine) or `pytorch:MAJOR.MINOR`. A target's own runtime names go in its "
+        "settings (targets.<target>.environment).",
+    )
+    code: str | None = Field(
+        None,
+        description="A local folder shipped with the job (relative to the job file): packaged, uploaded, and the "
+        "command runs from it on every node. `.crosstrainignore` (else `.gitignore`) leaves files out.",
+    )
+    requirements: Requirements | None = None
     command: Command | None = None
     args: list[str] = Field(default_factory=list)
     env: Env = Field(
@@ -337,6 +376,66 @@ class TrainingJob(_Model):
         description="Per-target settings, e.g. targets.vertex.project. `crosstrain schema` "
         "lists every target's settings.",
     )
+
+    #: The folder relative paths in the job (`code`, `requirements`) are resolved against: the job file's folder.
+    _base_dir: Path | None = PrivateAttr(None)
+
+    @property
+    def base_dir(self) -> Path:
+        """The job file's folder; the current folder for a job made in Python."""
+        return self._base_dir if self._base_dir is not None else Path.cwd()
+
+    def __eq__(self, other: object) -> bool:
+        """Jobs are equal when their fields are: where the job file lies is not part of the spec."""
+        if not isinstance(other, TrainingJob):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = BaseModel.__hash__
+
+    def located(self, base_dir: Path | None) -> TrainingJob:
+        """This job, with relative paths resolved against `base_dir` (the job file's folder)."""
+        self._base_dir = None if base_dir is None else Path(base_dir).absolute()
+        return self
+
+    @model_validator(mode="after")
+    def _one_runtime(self) -> TrainingJob:
+        if self.environment is not None and self.image is not None:
+            raise _invalid(
+                "the job names both an image and an environment",
+                "keep `image` (your own container) or `environment` (the platform's runtime), not both",
+            )
+        return self
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, value: str | None) -> str | None:
+        if value is not None and not _PORTABLE_ENVIRONMENT.fullmatch(value):
+            raise _invalid(
+                f"{value!r} is not a portable environment",
+                "write `pytorch` or `pytorch:2.4`; a platform's own runtime goes in targets.<target>.environment",
+            )
+        return value
+
+    @field_validator("code")
+    @classmethod
+    def _code(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or "\x00" in value):
+            raise _invalid(f"{value!r} is not a folder", "name a folder relative to the job file, e.g. ./src")
+        return value
+
+    @field_validator("requirements")
+    @classmethod
+    def _requirement_lines(cls, value: list[str] | RequirementsFile | None) -> list[str] | RequirementsFile | None:
+        if isinstance(value, list):
+            for line in value:
+                if not _REQUIREMENT.fullmatch(line):
+                    shown = line if len(line) <= 60 else f"{line[:57]}..."
+                    raise _invalid(
+                        f"{shown!r} is not a requirement",
+                        "write one pip requirement per item, e.g. transformers==4.44.0 (no options, no blank items)",
+                    )
+        return value
 
     @field_validator("name")
     @classmethod

@@ -38,6 +38,7 @@ from crosstrain.errors import (
 from crosstrain.settings import TargetSettings, configured_settings, redact, resolve_settings, url_credentials
 
 if TYPE_CHECKING:
+    from crosstrain.packaging import CodeRef
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
 
@@ -88,6 +89,9 @@ class Request:
     #: A digest of what this request asks the platform for, identity left out; recorded on the job, so a
     #: different request under the same identity is refused instead of silently adopting the old job.
     fingerprint: str = ""
+    #: The local folder the calls upload, and its digest at render (not part of the fingerprint: the digest
+    #: is, in the calls' destinations).
+    code: CodeRef | None = None
 
     @property
     def create(self) -> HttpCall:
@@ -102,6 +106,7 @@ class Request:
             "settings": dict(self.settings),
             "calls": [c.to_dict() for c in self.calls],
             "notes": list(self.notes),
+            **({"code": self.code.to_dict()} if self.code else {}),
         }
 
     def to_json(self) -> str:
@@ -117,6 +122,7 @@ class Request:
             settings=dict(data.get("settings") or {}),
             notes=tuple(data.get("notes") or ()),
             fingerprint=str(data.get("fingerprint") or ""),
+            code=_code_ref(data.get("code")),
         )
 
     def _repr_html_(self) -> str:
@@ -281,6 +287,14 @@ class JobHandle:
         return handle_html(self)
 
 
+def _code_ref(data: Any) -> CodeRef | None:
+    if data is None:
+        return None
+    from crosstrain.packaging import CodeRef
+
+    return CodeRef.from_dict(data)
+
+
 def _kind(kind: type) -> str:
     return {str: "string", int: "whole number", dict: "JSON object", list: "list"}.get(kind, kind.__name__)
 
@@ -304,6 +318,10 @@ class Capabilities:
     #: The secret stores whose references (`env: {NAME: {secret: REF}}`) reach the value on the node
     #: (`crosstrain.spec.SECRET_STORES`); a reference to another store is refused.
     secret_stores: frozenset[str] = frozenset()
+    #: Ships a local folder (`code:`), installs `requirements:`, runs a platform-managed `environment:`.
+    code: bool = False
+    requirements: bool = False
+    environments: bool = False
 
 
 def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> list[Problem]:
@@ -358,6 +376,15 @@ def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> li
                 f"use one of {', '.join(sorted(caps.frameworks))}",
             )
         )
+    for attr, supported, what in (
+        ("code", caps.code, "cannot ship a local folder yet"),
+        ("requirements", caps.requirements, "cannot install requirements on its nodes"),
+        ("environment", caps.environments, "has no platform-managed environments"),
+    ):
+        if getattr(job, attr) is not None and not supported:
+            problems.append(
+                Problem(attr, f"{target} {what}", f"remove `{attr}` and use an image that holds what the job needs")
+            )
     from crosstrain import secrets
 
     problems += secrets.refusals(job, caps.secret_stores, target)
@@ -667,6 +694,14 @@ class Backend(ABC, Generic[S]):
 
 def _digest(request: Request) -> str:
     return hashlib.sha256(request.to_json().encode()).hexdigest()
+
+
+def bundle_command(command: list[str], *, install: bool = False) -> list[str]:
+    """`command` run through a shipped bundle's bootstrap: from the code folder, with crosstrain importable,
+    after installing the job's requirements where `install` (`crosstrain.bootstrap`)."""
+    from crosstrain.packaging import PACKAGE
+
+    return ["python", "-m", PACKAGE, *(["--install"] if install else []), "--", *command]
 
 
 # The per-node launcher of `crosstrain.runtime`: where a platform starts one process per node, it starts one

@@ -16,20 +16,35 @@ outcome. Container images are not pulled: commands run in this Python environmen
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
 import os
 import shutil
 import sys
+import tarfile
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
-from crosstrain.backends.base import Backend, Capabilities, HttpCall, Ids, JobHandle, JobState, JobStatus, Request
+from crosstrain import packaging
+from crosstrain.backends.base import (
+    Backend,
+    Capabilities,
+    HttpCall,
+    Ids,
+    JobHandle,
+    JobState,
+    JobStatus,
+    Request,
+    bundle_command,
+)
 from crosstrain.errors import MissingDependency, Problem, SpecError, Unsupported
+from crosstrain.packaging import ARCHIVE_NAME, PACKAGE, VERSION, CodeRef
 from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings
 from crosstrain.spec import Machine, SecretRef, TrainingJob
@@ -39,6 +54,8 @@ EMULATIONS: tuple[str, ...] = Emulation.__args__  # type: ignore[attr-defined]
 LOOPBACK = "127.0.0.1"
 # Filled in when the run starts: a free TCP port, the run's scratch folder, and the caller's PATH.
 PORT, RUN_DIR, PATH = "${MASTER_PORT}", "${RUN_DIR}", "${PATH}"
+# Where a job's code bundle is unpacked for the run (a folder of its own, made when the run starts).
+STAGE_DIR = "${STAGE_DIR}"
 # The variables a platform or launcher sets; inherited ones would make every process believe it is some rank.
 _CLUSTER_NAMES = frozenset(
     {
@@ -112,6 +129,11 @@ class LocalSettings(TargetSettings):
     workdir: str | None = Field(
         None, description="Folder the command runs in. Default: the job file's folder, else the current one."
     )
+    python: str | None = Field(
+        None,
+        description="The Python that runs the nodes' commands. Default: this one. Point it at an environment "
+        "with torch and without crosstrain to prove that a job with `code:` runs in a stock image.",
+    )
     grace_seconds: float = Field(
         10.0, ge=0, allow_inf_nan=False, description="How long stopped processes get before they are killed."
     )
@@ -148,6 +170,9 @@ class LocalBackend(Backend[LocalSettings]):
     settings_model = LocalSettings
     extra = "runtime"
     capabilities = Capabilities(
+        code=True,
+        requirements=True,  # not installed here (noted): the job runs in `python`'s environment
+        environments=True,  # not pulled here either (noted)
         per_pool_images=True,  # images are not pulled: every pool runs in this Python environment
         per_pool_machines=True,
         per_pool_commands=True,
@@ -181,6 +206,8 @@ class LocalBackend(Backend[LocalSettings]):
         secret_refs = {name: ref.secret for pool in job.pools() for name, (ref, _) in pool.secrets.items()}
         job = _without_secrets(job)  # their values reach the processes from the caller's environment
         workdir = Path(settings.workdir or os.getcwd()).absolute()
+        python = str(Path(settings.python).absolute()) if settings.python else sys.executable
+        bundle = packaging.for_job(job)
         nodes = min(job.nodes, settings.nodes or job.nodes)
         primary_gpus = job.primary.machine.gpus if job.primary.machine else 0
         nproc = settings.nproc_per_node or job.processes_per_node(primary_gpus)
@@ -189,6 +216,9 @@ class LocalBackend(Backend[LocalSettings]):
         emulated: Request | None = None
         if settings.emulate == "torchrun":
             plan = _torchrun_nodes(shaped, nproc)
+            if bundle is not None:
+                for node in plan:
+                    node.argv = bundle_command(node.argv)
         else:
             # The emulated job is named by this run's id, so the probe render's placeholder reaches it too.
             run_id = ids.identity.rsplit("-", 1)[-1]
@@ -199,13 +229,15 @@ class LocalBackend(Backend[LocalSettings]):
             plan = _EMULATORS[settings.emulate](emulated, rendered_job, nproc)
         gpus_wanted = max((p.machine.gpus if p.machine else 0) for p in job.pools())
         notes += _assign_gpus(plan, nproc, gpus_wanted, settings.emulate, self.environ)
-        _add_local_variables(plan, nodes * nproc)
-        body = {
+        if bundle is not None:
+            notes += _run_staged(plan)
+        _add_local_variables(plan, nodes * nproc, python)
+        body: dict[str, Any] = {
             "identity": identity,
             "fingerprint": ids.fingerprint,
             "emulate": settings.emulate,
-            "workdir": str(workdir),
-            "python": sys.executable,
+            "workdir": str(workdir) if bundle is None else f"{STAGE_DIR}/{PACKAGE}-{VERSION}",
+            "python": python,
             "image": job.image,
             "nodes": nodes,
             "nproc_per_node": nproc,
@@ -220,6 +252,21 @@ class LocalBackend(Backend[LocalSettings]):
             "(RANK, WORLD_SIZE, MASTER_*, CLUSTER_SPEC, OMPI_*, AZUREML_*, TORCHELASTIC_*...)",
             "processes": [node.to_dict() for node in plan],
         }
+        if bundle is not None:
+            body["filled_in_at_start"][STAGE_DIR] = "a folder of its own, where the code archive is unpacked"
+            body["code"] = {
+                "folder": str(bundle.folder),
+                "sha256": bundle.digest,
+                "files": len(bundle.user_files),
+                "bytes": bundle.size,
+                "runs_from": f"{STAGE_DIR}: {ARCHIVE_NAME}, the archive every target receives, unpacked",
+            }
+            notes.append(f"ships {bundle.describe()}")
+            if bundle.requirements:
+                notes.append(
+                    f"requirements ({', '.join(bundle.requirements)}) are not installed here: {python}'s "
+                    "environment runs the job"
+                )
         if emulated is not None:
             body["rendered_for"] = {"target": emulated.target, "identity": emulated.identity}
         call = HttpCall(
@@ -234,7 +281,15 @@ class LocalBackend(Backend[LocalSettings]):
             notes.append(f"the image {job.image} is not pulled: the command runs in this Python environment")
         if nodes < job.nodes:
             notes.append(f"running {nodes} of the job's {job.nodes} nodes (--nodes)")
-        return Request(self.name, identity, job.name, (call,), settings.model_dump(mode="json"), tuple(notes))
+        return Request(
+            self.name,
+            identity,
+            job.name,
+            (call,),
+            settings.model_dump(mode="json"),
+            tuple(notes),
+            code=bundle.ref if bundle else None,
+        )
 
     def _render_emulated(self, job: TrainingJob, emulate: str, workdir: Path) -> tuple[Request, TrainingJob]:
         """The emulated target's own request for `job`, and the job exactly as that target rendered it."""
@@ -277,14 +332,19 @@ class LocalBackend(Backend[LocalSettings]):
             Process(p["name"], p["node"], list(p["ranks"]), p["argv"], p["env"], bool(p["agent"]))
             for p in body["processes"]
         ]
-        outcome = supervise(
-            processes,
-            cwd=body["workdir"],
-            base_env=inherited_environment(self.environ),
-            timeout=body["timeout_seconds"],
-            grace=self.request_settings(request).grace_seconds,
-            header=_header(request),
-        )
+        with contextlib.ExitStack() as stack:
+            cwd = body["workdir"]
+            if request.code is not None:
+                stage = stack.enter_context(tempfile.TemporaryDirectory(prefix="crosstrain-code-"))
+                cwd = cwd.replace(STAGE_DIR, _stage(request.code, Path(stage)))
+            outcome = supervise(
+                processes,
+                cwd=cwd,
+                base_env=inherited_environment(self.environ),
+                timeout=body["timeout_seconds"],
+                grace=self.request_settings(request).grace_seconds,
+                header=_header(request),
+            )
         return JobHandle(
             self.name,
             request.identity,
@@ -560,11 +620,33 @@ def _assign_gpus(plan: list[_Node], nproc: int, wanted: int, emulate: str, envir
     return ["this machine has no GPU: ranks use gloo on the CPU"]
 
 
-def _add_local_variables(plan: list[_Node], processes: int) -> None:
-    """What a machine shared by every node needs: this Python first on PATH, live output, a fair share of cores,
+def _stage(code: CodeRef, folder: Path) -> str:
+    """The archive of `code`, made and unpacked in `folder` as a platform unpacks or pip-installs it: a local
+    run goes through exactly the bytes a cloud target uploads."""
+    made = packaging.check_unchanged(code)
+    archive = folder / ARCHIVE_NAME
+    with archive.open("wb") as out:
+        made.write_archive(out)
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder, filter="data")
+    return str(folder)
+
+
+def _run_staged(plan: list[_Node]) -> list[str]:
+    """Bootstraps never install requirements here (the caller's environment is not the node's)."""
+    dropped = False
+    for node in plan:
+        if "--install" in node.argv[: node.argv.index("--") if "--" in node.argv else 0]:
+            node.argv = [a for i, a in enumerate(node.argv) if not (a == "--install" and i < node.argv.index("--"))]
+            dropped = True
+    return ["the nodes would pip-install the requirements first; here they are not installed"] if dropped else []
+
+
+def _add_local_variables(plan: list[_Node], processes: int, python: str) -> None:
+    """What a machine shared by every node needs: `python` first on PATH, live output, a fair share of cores,
     and, for torchrun agents, rank-prefixed output and per-rank exit codes (torchrun's own `PET_*` switches)."""
     threads = str(max(1, (os.cpu_count() or 1) // processes))
-    python_dir = str(Path(sys.executable).parent)
+    python_dir = str(Path(python).parent)
     for process in plan:
         extra = {"PATH": f"{python_dir}{os.pathsep}{PATH}", "PYTHONUNBUFFERED": "1"}
         if "OMP_NUM_THREADS" not in process.env:

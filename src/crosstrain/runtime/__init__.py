@@ -12,7 +12,7 @@
 
 `runtime.detect()` only reads the environment. Where the platform starts one process per node (Vertex AI,
 AI Platform Training), run the command under `python -m crosstrain.launch -- CMD ...`. Importing this package
-loads only the standard library; torch and tenacity load when `init()` and friends are called.
+loads only the standard library; torch loads when `init()` and friends are called.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Process-group life cycle on top of `detect()`: init with retries, DDP with the right devices, clean exit.
 
-torch and tenacity are imported inside the functions, so `import crosstrain.runtime` stays standard-library only.
+torch is imported inside the functions, and nothing else outside the standard library is used: the runtime
+travels with shipped code (`crosstrain.packaging`) to images where only torch is installed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import gc
 import logging
 import os
 import socket
+import time
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -73,27 +75,23 @@ def _bind_device(env: ClusterEnv) -> int | None:
 def _wait_until_resolvable(env: ClusterEnv, timeout: timedelta) -> None:
     """Cloud DNS names the primary only once its VM is up, and torch's store gives up on a name that never
     resolves without saying so. Wait (with backoff, up to `timeout`) and fail with the variable's name."""
-    from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
-
-    retrying = Retrying(
-        retry=retry_if_exception_type(socket.gaierror),
-        stop=stop_after_delay(timeout.total_seconds()),
-        wait=wait_exponential(multiplier=0.5, max=10),
-        before_sleep=lambda state: log.warning(
-            "crosstrain.runtime: the primary host %r does not resolve yet; retrying", env.master_addr
-        ),
-    )
-    try:
-        for attempt in retrying:
-            with attempt:
-                socket.getaddrinfo(env.master_addr, env.master_port, type=socket.SOCK_STREAM)
-    except RetryError:
-        raise ClusterEnvError(
-            env.platform,
-            "MASTER_ADDR",
-            f"{env.master_addr!r} did not resolve within {timeout}",
-            "check the primary's host name, or raise init(timeout=...) if replicas start far apart",
-        ) from None
+    deadline = time.monotonic() + timeout.total_seconds()
+    pause = 0.5
+    while True:
+        try:
+            socket.getaddrinfo(env.master_addr, env.master_port, type=socket.SOCK_STREAM)
+            return
+        except socket.gaierror:
+            if time.monotonic() + pause > deadline:
+                raise ClusterEnvError(
+                    env.platform,
+                    "MASTER_ADDR",
+                    f"{env.master_addr!r} did not resolve within {timeout}",
+                    "check the primary's host name, or raise init(timeout=...) if replicas start far apart",
+                ) from None
+            log.warning("crosstrain.runtime: the primary host %r does not resolve yet; retrying", env.master_addr)
+            time.sleep(pause)
+            pause = min(pause * 2, 10.0)
 
 
 def init(
@@ -115,7 +113,6 @@ def init(
     global _current
     import torch
     import torch.distributed as dist
-    from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
     env = detect(environ).one_process_per_node()
     values = env.torch_variables()
@@ -133,21 +130,20 @@ def init(
     log.info("crosstrain.runtime: %s, backend %s, device %s", env.describe(), backend, device)
     _wait_until_resolvable(env, timeout)
     # torch waits for the other ranks itself (up to `timeout`); this retries failures that come sooner.
-    retrying = Retrying(
-        retry=retry_if_exception_type((dist.DistNetworkError, ConnectionError, socket.gaierror)),
-        stop=stop_after_delay(timeout.total_seconds()),
-        wait=wait_exponential(multiplier=1, max=30),
-        before_sleep=lambda state: log.warning(
-            "crosstrain.runtime: joining %s:%s failed (%s); retrying",
-            env.master_addr,
-            env.master_port,
-            state.outcome.exception() if state.outcome else "?",
-        ),
-        reraise=True,
-    )
-    for attempt in retrying:
-        with attempt:
+    deadline = time.monotonic() + timeout.total_seconds()
+    pause = 1.0
+    while True:
+        try:
             dist.init_process_group(backend, init_method="env://", timeout=timeout)
+            break
+        except (dist.DistNetworkError, ConnectionError, socket.gaierror) as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning(
+                "crosstrain.runtime: joining %s:%s failed (%s); retrying", env.master_addr, env.master_port, exc
+            )
+            time.sleep(pause)
+            pause = min(pause * 2, 30.0)
     _register_release()
     _current = env
     return env

@@ -1,0 +1,417 @@
+"""The job's code, as it travels: one deterministic, content-addressed bundle of a local folder.
+
+A job with `code: ./src` ships that folder (less what `.crosstrainignore`, else `.gitignore`, leaves out) and
+crosstrain's own runtime (standard library and torch only), so a stock PyTorch image with no crosstrain
+installed runs it. Every target receives the same layout:
+
+    crosstrain_code/__init__.py      empty: the folder is a package, so pip can install it
+    crosstrain_code/__main__.py      the bootstrap (`crosstrain.bootstrap`): `python -m crosstrain_code -- CMD`
+    crosstrain_code/requirements.txt the job's requirements, installed by the bootstrap where asked
+    crosstrain_code/crosstrain/...   crosstrain's runtime (launch, runtime, databricks_task)
+    crosstrain_code/src/...          the user's files: the command's working folder
+
+either unpacked (Azure ML code assets, Databricks workspace files, the local target's staging folder) or as
+one sdist, `crosstrain_code-1.0.tar.gz`, which is also what pip installs on Google's pre-built containers.
+
+The digest (sha256 over every path, mode, size and content, and the requirements) names the bundle: same
+files give the same digest and the same archive bytes, whatever the mtimes, the listing order or the umask.
+It is part of every upload's destination, so it is part of the request's fingerprint and identity, and an
+unchanged folder is found where it was uploaded before (nothing is sent again).
+
+Reading follows `crosstrain.uploads`: only files under the folder, no symlink that leaves it, regular files
+only, and the file count and total size are bounded before anything is read in full.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import gzip
+import hashlib
+import io
+import os
+import stat
+import tarfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from crosstrain.errors import Problem
+from crosstrain.uploads import UploadRefused
+
+PACKAGE = "crosstrain_code"
+VERSION = "1.0"
+ARCHIVE_NAME = f"{PACKAGE}-{VERSION}.tar.gz"
+#: The user's files, under the package: the folder the command runs in.
+SOURCE_DIR = "src"
+#: The default ignore files, the first one found in the folder's root wins.
+IGNORE_FILES: tuple[str, ...] = (".crosstrainignore", ".gitignore")
+#: What is never shipped: a repository's history.
+ALWAYS_IGNORED = (".git/",)
+#: Every archive member's mtime: 2000-01-01, after the 1980 floor of the zip files pip builds from an sdist.
+ARCHIVE_MTIME = 946684800
+#: crosstrain's files that run on the nodes: the standard library and torch are all they import.
+RUNTIME_FILES: tuple[str, ...] = (
+    "__init__.py",
+    "errors.py",
+    "secrets.py",
+    "launch.py",
+    "databricks_task.py",
+    "runtime/__init__.py",
+    "runtime/env.py",
+    "runtime/dist.py",
+    "runtime/secrets.py",
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most a bundle may hold; a folder with more is refused before it is read in full."""
+
+    max_files: int = 100_000
+    max_bytes: int = 2 * 1024**3
+    #: Says what sets the byte limit, e.g. "a Databricks workspace import takes at most 10 MB".
+    description: str = "crosstrain ships at most 2 GiB of code"
+    fix: str = "leave data, checkpoints and environments out of the folder (list them in .crosstrainignore)"
+
+
+@dataclass(frozen=True)
+class CodeFile:
+    """One file of the bundle: where it goes, where it comes from, and what it holds."""
+
+    path: str  # relative to the bundle root, '/'-separated
+    size: int
+    sha256: str
+    executable: bool = False
+    source: Path | None = None  # a file on this machine, or None for generated content
+    content: bytes | None = None
+
+    def read(self) -> bytes:
+        if self.content is not None:
+            return self.content
+        assert self.source is not None
+        return self.source.read_bytes()
+
+
+@dataclass(frozen=True)
+class CodeRef:
+    """What a rendered request ships: the folder on this machine and its digest at render time. Kept in the
+    request (not in its fingerprint), so `send` packages the same folder again and refuses if it changed."""
+
+    folder: str
+    digest: str
+    files: int
+    bytes: int
+    ignore_files: tuple[str, ...] = IGNORE_FILES
+    requirements: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["ignore_files"] = list(self.ignore_files)
+        data["requirements"] = list(self.requirements)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CodeRef:
+        return cls(
+            folder=str(data["folder"]),
+            digest=str(data["digest"]),
+            files=int(data["files"]),
+            bytes=int(data["bytes"]),
+            ignore_files=tuple(data.get("ignore_files") or IGNORE_FILES),
+            requirements=tuple(data.get("requirements") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A folder's files and crosstrain's runtime, in the bundle's layout, with their digest."""
+
+    folder: Path
+    user_files: tuple[CodeFile, ...]
+    requirements: tuple[str, ...]
+    ignore_file: str | None
+    ignore_files: tuple[str, ...]
+    files: tuple[CodeFile, ...]  # every file of the layout, sorted by path
+    digest: str
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.user_files)
+
+    @property
+    def ref(self) -> CodeRef:
+        return CodeRef(
+            str(self.folder), self.digest, len(self.user_files), self.size, self.ignore_files, self.requirements
+        )
+
+    @property
+    def short(self) -> str:
+        """The digest as destinations spell it: 32 hex characters."""
+        return self.digest[:32]
+
+    def describe(self) -> str:
+        ignored = f", {self.ignore_file} applied" if self.ignore_file else ""
+        return f"{self.folder}: {len(self.user_files):,} files, {self.size:,} bytes{ignored} (sha256 {self.short})"
+
+    def write_archive(self, out: IO[bytes]) -> None:
+        """The sdist: the same bytes for the same files (fixed mtimes, owners and modes, sorted members)."""
+        with (
+            gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=6) as gz,
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            top = f"{PACKAGE}-{VERSION}"
+            members = [*self.files, _generated("PKG-INFO", _pkg_info()), _generated("setup.py", self._setup_py())]
+            for file in sorted(members, key=lambda f: f.path):
+                info = tarfile.TarInfo(f"{top}/{file.path}")
+                info.size, info.mtime = file.size, ARCHIVE_MTIME
+                info.mode = 0o755 if file.executable else 0o644
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                data = file.read()
+                if len(data) != file.size:
+                    raise _changed(self.folder, file.path)
+                tar.addfile(info, io.BytesIO(data))
+
+    def archive(self) -> bytes:
+        buffer = io.BytesIO()
+        self.write_archive(buffer)
+        return buffer.getvalue()
+
+    def stage(self, dest: Path) -> Path:
+        """The bundle unpacked under `dest` (as Azure ML and Databricks receive it); returns the package folder."""
+        for file in self.files:
+            path = dest / file.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(file.read())
+            if file.executable:
+                path.chmod(0o755)
+        return dest / PACKAGE
+
+    def _setup_py(self) -> bytes:
+        inside = [glob.escape(f.path.removeprefix(f"{PACKAGE}/")) for f in self.files]
+        data = [p for p in inside if p not in ("__init__.py",)]
+        return (
+            "# Generated by crosstrain: installs the job's code and crosstrain's runtime as one package.\n"
+            "from setuptools import setup\n\n"
+            f"setup(\n    name={PACKAGE!r},\n    version={VERSION!r},\n    packages=[{PACKAGE!r}],\n"
+            f"    package_data={{{PACKAGE!r}: {data!r}}},\n"
+            f"    install_requires={list(self.requirements)!r},\n    zip_safe=False,\n)\n"
+        ).encode()
+
+
+def _generated(path: str, content: bytes) -> CodeFile:
+    return CodeFile(path, len(content), hashlib.sha256(content).hexdigest(), content=content)
+
+
+def _pkg_info() -> bytes:
+    return f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {VERSION}\n".encode()
+
+
+def _changed(folder: Path, path: str) -> UploadRefused:
+    return UploadRefused(
+        Problem("code", f"{path} changed in {folder} while it was packaged", "submit again once the folder is stable")
+    )
+
+
+def runtime_files() -> tuple[CodeFile, ...]:
+    """crosstrain's own files that run on the nodes, read from this installation."""
+    here = Path(__file__).parent
+    files = []
+    for name in RUNTIME_FILES:
+        data = (here / name).read_bytes()
+        files.append(_generated(f"{PACKAGE}/crosstrain/{name}", data))
+    bootstrap = (here / "bootstrap.py").read_bytes()
+    files.append(_generated(f"{PACKAGE}/__main__.py", bootstrap))
+    files.append(_generated(f"{PACKAGE}/__init__.py", b""))
+    return tuple(files)
+
+
+def _ignore_spec(folder: Path, ignore_files: Sequence[str]) -> tuple[Any, str | None]:
+    import pathspec
+
+    for name in ignore_files:
+        path = folder / name
+        if path.is_file() and not path.is_symlink():
+            with path.open(encoding="utf-8", errors="replace") as handle:
+                lines = handle.read(1 << 20).splitlines()
+            return pathspec.GitIgnoreSpec.from_lines([*ALWAYS_IGNORED, *lines]), name
+    return pathspec.GitIgnoreSpec.from_lines(ALWAYS_IGNORED), None
+
+
+def _walk(folder: Path, limits: Limits, spec: Any) -> Iterator[tuple[str, Path, os.stat_result]]:
+    """Every file to ship under `folder`: (relative path, path, its stat), links inside the folder followed."""
+    real_root = Path(os.path.realpath(folder))
+    seen_dirs = {real_root}
+    stack: list[tuple[str, Path]] = [("", folder)]
+    count = 0
+    while stack:
+        prefix, current = stack.pop()
+        try:
+            entries = sorted(os.scandir(current), key=lambda e: e.name)
+        except OSError as exc:
+            raise UploadRefused(Problem("code", f"cannot list {current}: {exc.strerror}", "make it readable")) from None
+        for entry in entries:
+            rel = f"{prefix}{entry.name}"
+            is_dir = entry.is_dir(follow_symlinks=True)
+            if spec.match_file(f"{rel}/" if is_dir else rel):
+                continue
+            path = Path(entry.path)
+            if entry.is_symlink():
+                real = Path(os.path.realpath(path))
+                if real != real_root and real_root not in real.parents:
+                    raise UploadRefused(
+                        Problem(
+                            f"code: {rel}",
+                            f"{path} is a symlink to {os.readlink(path)}, which leaves the code folder {folder}",
+                            "copy what it points to into the folder, or list the link in .crosstrainignore",
+                        )
+                    )
+                if is_dir and real in seen_dirs:
+                    raise UploadRefused(
+                        Problem(f"code: {rel}", f"{path} links back to a folder above it", "remove the link loop")
+                    )
+            if is_dir:
+                seen_dirs.add(Path(os.path.realpath(path)))
+                stack.append((f"{rel}/", path))
+                continue
+            info = path.stat()
+            if not stat.S_ISREG(info.st_mode):
+                raise UploadRefused(
+                    Problem(
+                        f"code: {rel}",
+                        f"{path} is not a regular file (a pipe, socket or device)",
+                        "list it in .crosstrainignore",
+                    )
+                )
+            count += 1
+            if count > limits.max_files:
+                raise UploadRefused(
+                    Problem(
+                        "code",
+                        f"{folder} holds more than {limits.max_files:,} files to ship",
+                        limits.fix,
+                    )
+                )
+            yield rel, path, info
+
+
+_CACHE: dict[tuple[Any, ...], Bundle] = {}
+
+
+def bundle(
+    folder: Path,
+    requirements: Sequence[str] = (),
+    *,
+    ignore_files: Sequence[str] = IGNORE_FILES,
+    limits: Limits | None = None,
+) -> Bundle:
+    """The bundle of `folder` (refused with `UploadRefused` when it cannot be shipped). Files are hashed once
+    per (size, mtime, inode): rendering twice, or re-submitting an unchanged folder, reads nothing again."""
+    limits = limits or Limits()
+    folder = Path(os.path.abspath(folder))
+    if not folder.is_dir():
+        what = "does not exist" if not folder.exists() else "is not a folder"
+        raise UploadRefused(
+            Problem("code", f"{folder} {what}", "name a folder relative to the job file, e.g. code: ./src")
+        )
+    spec, used = _ignore_spec(folder, ignore_files)
+    listing = list(_walk(folder, limits, spec))
+    total = sum(info.st_size for _, _, info in listing)
+    if total > limits.max_bytes:
+        raise UploadRefused(
+            Problem("code", f"{folder} holds {total:,} bytes to ship; {limits.description}", limits.fix)
+        )
+    if not listing:
+        raise UploadRefused(Problem("code", f"{folder} holds no file to ship", "check the folder and its ignore file"))
+    key = (
+        str(folder),
+        tuple(requirements),
+        tuple(ignore_files),
+        tuple((rel, info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode) for rel, _, info in listing),
+    )
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    user = tuple(
+        CodeFile(
+            f"{PACKAGE}/{SOURCE_DIR}/{rel}",
+            info.st_size,
+            _sha256(path, info.st_size, folder, rel),
+            bool(info.st_mode & stat.S_IXUSR),
+            source=path,
+        )
+        for rel, path, info in listing
+    )
+    reqs = "".join(f"{line}\n" for line in requirements).encode()
+    files = tuple(sorted((*user, *runtime_files(), _generated(f"{PACKAGE}/requirements.txt", reqs)), key=_by_path))
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(f"{file.path}\0{int(file.executable)}\0{file.size}\0{file.sha256}\n".encode())
+    made = Bundle(folder, user, tuple(requirements), used, tuple(ignore_files), files, digest.hexdigest())
+    if len(_CACHE) > 16:
+        _CACHE.clear()
+    _CACHE[key] = made
+    return made
+
+
+def _by_path(file: CodeFile) -> str:
+    return file.path
+
+
+def _sha256(path: Path, size: int, folder: Path, rel: str) -> str:
+    digest = hashlib.sha256()
+    read = 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+            read += len(chunk)
+    if read != size:
+        raise _changed(folder, rel)
+    return digest.hexdigest()
+
+
+def for_job(job: Any, *, ignore_files: Sequence[str] = IGNORE_FILES, limits: Limits | None = None) -> Bundle | None:
+    """The bundle of `job.code` (None without one), with the job's requirements."""
+    if job.code is None:
+        return None
+    return bundle(job.base_dir / job.code, requirements_of(job), ignore_files=ignore_files, limits=limits)
+
+
+#: The most a requirements file may hold.
+REQUIREMENTS_LIMIT = 1 << 20
+
+
+def requirements_of(job: Any) -> tuple[str, ...]:
+    """The job's requirements as pip lines: the list, or the file's lines (comments and blanks left out)."""
+    from crosstrain import uploads
+    from crosstrain.spec import RequirementsFile
+
+    value = job.requirements
+    if value is None:
+        return ()
+    if not isinstance(value, RequirementsFile):
+        return tuple(value)
+    limit = uploads.SizeLimit(REQUIREMENTS_LIMIT, "a requirements file is read up to 1 MiB", "shorten it")
+    data = uploads.read_file(value.file, job.base_dir, "requirements", limit)
+    lines = []
+    for raw in data.decode("utf-8", errors="replace").splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if line and not line.startswith("#"):
+            lines.append(line)
+    return tuple(lines)
+
+
+def check_unchanged(ref: CodeRef, limits: Limits | None = None) -> Bundle:
+    """The bundle a request was rendered with, packaged again; refused if the folder changed since."""
+    made = bundle(Path(ref.folder), ref.requirements, ignore_files=ref.ignore_files, limits=limits)
+    if made.digest != ref.digest:
+        raise UploadRefused(
+            Problem(
+                "code",
+                f"{ref.folder} changed since the request was rendered (sha256 {ref.digest[:32]}, now {made.short})",
+                "render the request again",
+            )
+        )
+    return made
