@@ -24,3 +24,36 @@ def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "cloud"
     monkeypatch.setenv("CROSSTRAIN_FAKE_ROOT", str(root))
     return root
+
+
+@pytest.fixture(scope="session")
+def stock_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Python where torch (and everything else installed here) imports, and crosstrain does not: what a
+    stock PyTorch image offers. A job that ships its code must run there (crosstrain travels with the code)."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    root = tmp_path_factory.mktemp("stock")
+    site = Path(sysconfig.get_paths()["purelib"])
+    lib = root / "lib"
+    lib.mkdir()
+    for entry in site.iterdir():
+        name = entry.name.lower()
+        if "crosstrain" in name or name.startswith("__editable__") or name.endswith(".pth"):
+            continue
+        (lib / entry.name).symlink_to(entry)
+    venv = root / "venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    venv_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (Path(venv_site) / "torch-only.pth").write_text(f"{lib}\n")
+    probe = subprocess.run([str(python), "-c", "import torch, crosstrain"], capture_output=True, text=True)
+    assert "No module named 'crosstrain'" in probe.stderr, probe.stderr
+    return python

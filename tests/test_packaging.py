@@ -1,0 +1,172 @@
+"""The code bundle: what is shipped, its digest, its archive, and that it runs where crosstrain is not installed."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from crosstrain import packaging
+from crosstrain.loader import load_job
+from crosstrain.uploads import UploadRefused
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def _members(bundle: packaging.Bundle) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(bundle.archive())) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+def test_the_archive_holds_the_files_less_the_ignored_ones_and_crosstrains_runtime(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path / "src",
+        {
+            "train.py": "print('hi')\n",
+            "pkg/model.py": "X = 1\n",
+            "data/big.bin": "x" * 100,
+            "notes.pyc": "",
+            ".gitignore": "data/\n*.pyc\n",
+            ".git/HEAD": "ref\n",
+        },
+    )
+    made = packaging.bundle(root)
+    assert made.ignore_file == ".gitignore"
+    shipped = sorted(f.path.removeprefix("crosstrain_code/src/") for f in made.user_files)
+    assert shipped == [".gitignore", "pkg/model.py", "train.py"]
+    members = _members(made)
+    top = "crosstrain_code-1.0/crosstrain_code"
+    assert members[f"{top}/src/train.py"] == b"print('hi')\n"
+    assert f"{top}/crosstrain/launch.py" in members
+    assert f"{top}/crosstrain/runtime/dist.py" in members
+    assert f"{top}/__main__.py" in members
+    assert "crosstrain_code-1.0/setup.py" in members
+    assert not any("data/" in name or name.endswith(".pyc") or "/.git/" in name for name in members)
+
+
+def test_crosstrainignore_wins_over_gitignore(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"a.py": "", "b.py": "", ".gitignore": "a.py\n", ".crosstrainignore": "b.py\n"})
+    made = packaging.bundle(root)
+    assert made.ignore_file == ".crosstrainignore"
+    assert sorted(f.path.rsplit("/", 1)[-1] for f in made.user_files) == [".crosstrainignore", ".gitignore", "a.py"]
+
+
+def test_same_files_give_the_same_digest_and_bytes_whatever_mtimes_order_or_umask(tmp_path: Path) -> None:
+    files = {f"m{i}.py": f"V = {i}\n" for i in range(20)}
+    first = packaging.bundle(_tree(tmp_path / "a", files))
+    old = os.umask(0o077)
+    try:
+        second_root = _tree(tmp_path / "b", dict(reversed(list(files.items()))))
+    finally:
+        os.umask(old)
+    for path in second_root.iterdir():
+        os.utime(path, (1, 1))
+    second = packaging.bundle(second_root)
+    assert first.digest == second.digest
+    assert first.archive() == second.archive()
+    (second_root / "m3.py").write_text("V = 33\n")
+    assert packaging.bundle(second_root).digest != first.digest
+
+
+def test_a_link_out_of_the_folder_is_refused_naming_it(tmp_path: Path) -> None:
+    secret = tmp_path / "credentials"
+    secret.write_text("key")
+    root = _tree(tmp_path / "src", {"train.py": ""})
+    (root / "creds").symlink_to(secret)
+    with pytest.raises(UploadRefused) as refused:
+        packaging.bundle(root)
+    assert "creds" in refused.value.problem.path
+    assert "leaves the code folder" in refused.value.problem.message
+
+
+def test_a_link_inside_the_folder_is_shipped_as_the_file(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "src", {"real.py": "A = 1\n"})
+    (root / "alias.py").symlink_to(root / "real.py")
+    members = _members(packaging.bundle(root))
+    assert members["crosstrain_code-1.0/crosstrain_code/src/alias.py"] == b"A = 1\n"
+
+
+def test_limits_refuse_before_reading_with_the_limit(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "src", {f"f{i}": "x" for i in range(5)})
+    with pytest.raises(UploadRefused, match="more than 3 files"):
+        packaging.bundle(root, limits=packaging.Limits(max_files=3))
+    with pytest.raises(UploadRefused, match="platform X takes 4"):
+        packaging.bundle(root, limits=packaging.Limits(max_bytes=4, description="platform X takes 4"))
+
+
+def test_a_missing_or_empty_folder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UploadRefused, match="does not exist"):
+        packaging.bundle(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UploadRefused, match="no file to ship"):
+        packaging.bundle(tmp_path / "empty")
+
+
+def test_a_changed_folder_is_refused_at_send(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "src", {"train.py": "1\n"})
+    ref = packaging.bundle(root).ref
+    (root / "train.py").write_text("2\n")
+    with pytest.raises(UploadRefused, match="changed since the request was rendered"):
+        packaging.check_unchanged(ref)
+
+
+def test_code_and_requirements_resolve_against_the_job_file_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tree(tmp_path / "proj", {"src/train.py": "", "reqs.txt": "# pinned\nnumpy==2.0  # arrays\n\ntqdm\n"})
+    (tmp_path / "proj" / "job.yaml").write_text(
+        "name: j\ncode: src\nrequirements: reqs.txt\ncommand: python train.py\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    made = packaging.for_job(load_job(tmp_path / "proj" / "job.yaml"))
+    assert made is not None
+    assert made.folder == tmp_path / "proj" / "src"
+    assert made.requirements == ("numpy==2.0", "tqdm")
+
+
+def test_the_archive_pip_installs_and_the_bootstrap_runs_the_command_where_crosstrain_is_not_installed(
+    tmp_path: Path, stock_python: Path
+) -> None:
+    root = _tree(tmp_path / "src", {"tool/main.py": "import crosstrain.runtime, os\nprint('cwd', os.getcwd())\n"})
+    made = packaging.bundle(root, ["example-requirement==1"])
+    archive = tmp_path / packaging.ARCHIVE_NAME
+    archive.write_bytes(made.archive())
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-build-isolation",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(archive),
+        ],
+        check=True,
+    )
+    run = subprocess.run(
+        [str(stock_python), "-m", "crosstrain_code", "--", "python", "tool/main.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == f"cwd {target / 'crosstrain_code' / 'src'}"
+    requires = (next(target.glob("crosstrain_code-*.dist-info")) / "METADATA").read_text()
+    assert "Requires-Dist: example-requirement==1" in requires
