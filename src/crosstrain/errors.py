@@ -146,5 +146,15 @@ class JobFailed(CrosstrainError):
     exit_code = ExitCode.JOB_FAILED
 
 
+class FunctionFailed(JobFailed):
+    """A shipped function raised on a rank: which rank (the first to fail), and its traceback."""
+
+    def __init__(self, rank: int, traceback: str, failed_ranks: int = 1) -> None:
+        others = f" ({failed_ranks - 1} other rank(s) failed too)" if failed_ranks > 1 else ""
+        super().__init__(f"the function raised on rank {rank}{others}:\n{traceback.rstrip()}")
+        self.rank = rank
+        self.traceback = traceback
+
+
 class WaitTimeout(CrosstrainError, TimeoutError):
     exit_code = ExitCode.WAIT_TIMEOUT
