@@ -47,7 +47,7 @@ def test_a_function_with_a_code_folder_imports_from_it(tmp_path: Path) -> None:
     (tmp_path / "src" / "helpers" / "__init__.py").write_text("FACTOR = 7\n")
 
     def uses_helpers() -> int:
-        import helpers  # shipped in the code folder, imported on the node
+        import helpers  # type: ignore[import-not-found]  # shipped in the code folder, imported on the node
 
         return int(helpers.FACTOR)
 
