@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 
 from pydantic import Field
 
-from crosstrain import catalog
+from crosstrain import catalog, packaging
 from crosstrain.backends.base import (
     Backend,
     Capabilities,
@@ -136,15 +136,19 @@ class FakeBackend(Backend[FakeSettings]):
         dedupes_create=True,
         frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
         secret_stores=frozenset(SECRET_STORES),  # it runs nothing: it keeps every reference as it is
+        code=True,  # the archive is kept under the root, by its digest
+        requirements=True,
+        environments=True,
     )
 
     def __init__(self, *, cloud: FakeCloud | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.cloud = cloud or FakeCloud()
+        self.uploads = 0  # archives this backend wrote (an unchanged re-submit writes none)
 
     def _render(self, job: TrainingJob, settings: FakeSettings, ids: Ids) -> Request:
         root = Path(os.path.expanduser(settings.root)).absolute()
-        body = {
+        body: dict[str, Any] = {
             "identity": ids.identity,
             "fingerprint": ids.fingerprint,
             "displayName": job.name,
@@ -158,15 +162,38 @@ class FakeBackend(Backend[FakeSettings]):
                 "runSeconds": settings.run_seconds,
             },
         }
+        calls = []
+        bundle = packaging.for_job(job)
+        if bundle is not None:
+            archive = root / "code" / bundle.short / packaging.ARCHIVE_NAME
+            body["code"] = {"archive": archive.as_uri(), "sha256": bundle.digest}
+            body["environment"] = job.environment
+            calls.append(
+                HttpCall(
+                    "PUT",
+                    archive.as_uri(),
+                    {"archive": packaging.ARCHIVE_NAME, "sha256": bundle.digest, "files": len(bundle.files)},
+                    purpose=f"upload the code archive ({bundle.describe()}) unless it is there already",
+                )
+            )
         url = (root / "jobs" / f"{ids.identity}.json").as_uri()
-        call = HttpCall(
-            "PUT",
-            url,
-            body,
-            {"Content-Type": "application/json"},
-            purpose="create the job; a PUT of an existing identity returns that job",
+        calls.append(
+            HttpCall(
+                "PUT",
+                url,
+                body,
+                {"Content-Type": "application/json"},
+                purpose="create the job; a PUT of an existing identity returns that job",
+            )
         )
-        return Request("fake", ids.identity, job.name, (call,), settings.model_dump(mode="json"))
+        return Request(
+            "fake",
+            ids.identity,
+            job.name,
+            tuple(calls),
+            settings.model_dump(mode="json"),
+            code=bundle.ref if bundle else None,
+        )
 
     def _call(self, method: str, url: str, body: Any = None, *, missing_ok: bool = False) -> Reply | None:
         """One call to the cloud, its failures as crosstrain's three kinds; None for a missing job if asked."""
@@ -191,6 +218,8 @@ class FakeBackend(Backend[FakeSettings]):
 
     def send(self, request: Request) -> JobHandle:
         call = request.create
+        if request.code is not None:
+            self._upload(request.code, request.calls[0].url)
 
         found: list[Reply] = []
 
@@ -216,6 +245,19 @@ class FakeBackend(Backend[FakeSettings]):
             ref={"url": call.url},
             adopted=adopted,
         )
+
+    def _upload(self, code: packaging.CodeRef, url: str) -> None:
+        """The archive at its content address, written once: a folder uploaded before is not sent again."""
+        path = Path(unquote(urlparse(url).path))
+        if path.is_file():
+            return
+        made = packaging.check_unchanged(code)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        with partial.open("wb") as out:
+            made.write_archive(out)
+        os.replace(partial, path)
+        self.uploads += 1
 
     def status(self, handle: JobHandle) -> JobStatus:
         record = self.retry.poll(lambda: self._record("GET", handle.ref["url"])).body
