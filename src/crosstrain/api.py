@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from crosstrain.backends import create_backend, entries, get_backend_class
 from crosstrain.backends.base import CREDENTIAL_HEADERS
-from crosstrain.errors import Problem, SpecError, UnknownBackend
+from crosstrain.errors import CrosstrainError, Problem, SpecError, UnknownBackend
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.spec import TrainingJob
 
@@ -233,10 +233,16 @@ def validate(
 
     With no `targets`, every target the job file names is checked.
     """
+    from crosstrain.settings import scoped, unused
+
     spec = load_job(job)
     known = entries()
     names = targets if targets is not None else list(spec.targets)
     results: dict[str, list[Problem]] = {}
+    fields = {name: _setting_names(name) for name in names if name in known}
+    problems = unused(settings or {}, fields)
+    if problems:
+        raise SpecError(problems)
     for name in spec.targets:
         if name not in known and targets is None:
             results[name] = [
@@ -246,13 +252,28 @@ def validate(
         if name in results:
             continue
         try:
-            create_backend(name, environ=environ).render(spec, settings)
+            own = scoped(settings or {}, name, fields.get(name, ()), known, only_target=False)
+            create_backend(name, environ=environ).render(spec, own)
             results[name] = []
         except SpecError as exc:
             results[name] = list(exc.problems)
         except UnknownBackend as exc:
             results[name] = [Problem("--target", str(exc), "")]
     return results
+
+
+def _setting_names(target: str) -> frozenset[str]:
+    try:
+        return frozenset(get_backend_class(target).settings_model.model_fields)
+    except CrosstrainError:  # a backend whose SDK is missing still names its settings in its module
+        return frozenset()
+
+
+def settings_for(target: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The `--set` overrides that apply to `target` (`TARGET.key` scoped, plain keys as they are)."""
+    from crosstrain.settings import scoped
+
+    return scoped(settings, target, _setting_names(target), {target, *entries()}, only_target=True)
 
 
 def read_request(text: str, name: str | None = None) -> Request | None:

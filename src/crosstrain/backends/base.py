@@ -19,9 +19,10 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
@@ -272,8 +273,21 @@ class JobHandle:
     def status(self, **settings: Any) -> JobStatus:
         return self._backend(settings).status(self)
 
-    def wait(self, timeout: float | None = None, *, poll_interval: float = 10.0, **settings: Any) -> JobStatus:
-        return self._backend(settings).wait(self, timeout=timeout, poll_interval=poll_interval)
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        poll_interval: float = 1.0,
+        progress: Callable[[JobStatus], None] | None = None,
+        **settings: Any,
+    ) -> JobStatus:
+        """Poll until the job ends (starting at `poll_interval`, backing off to 30 s). `progress` sees every
+        status read; by default, in a notebook, a display updates in place."""
+        if progress is None and "ipykernel" in sys.modules:
+            from crosstrain.progress import Progress
+
+            progress = Progress(self.identity, self.console_url, live=False)
+        return self._backend(settings).wait(self, timeout=timeout, poll_interval=poll_interval, progress=progress)
 
     def cancel(self, **settings: Any) -> None:
         self._backend(settings).cancel(self)
@@ -629,7 +643,8 @@ class Backend(ABC, Generic[S]):
                         f"{self.name} has no {fmt!r} format",
                         f"use one of {', '.join(self.formats)}",
                     )
-                ]
+                ],
+                headline="unknown format",
             )
         return request.to_json()
 
@@ -672,14 +687,19 @@ class Backend(ABC, Generic[S]):
         handle: JobHandle,
         *,
         timeout: float | None = None,
-        poll_interval: float = 10.0,
-        max_interval: float = 60.0,
+        poll_interval: float = 1.0,
+        max_interval: float = 30.0,
+        progress: Callable[[JobStatus], None] | None = None,
     ) -> JobStatus:
-        """Poll until the job ends. Raises `JobFailed` unless it succeeded, `WaitTimeout` after `timeout`."""
+        """Poll until the job ends, fast at first and backing off to `max_interval`, so a short job is reported
+        within seconds of its end. `progress` sees every status read. Raises `JobFailed` unless it succeeded,
+        `WaitTimeout` after `timeout`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = poll_interval
         while True:
             status = self.retry.poll(lambda: self.status(handle))
+            if progress is not None:
+                progress(status)
             if status.state.terminal:
                 if status.state is not JobState.SUCCEEDED:
                     detail = f": {status.message}" if status.message else ""

@@ -31,7 +31,7 @@ from crosstrain.backends.base import (
     JobStatus,
     Request,
 )
-from crosstrain.errors import TransientError
+from crosstrain.errors import SubmitError, TransientError
 from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings, setting
 from crosstrain.spec import PoolView, TrainingJob
@@ -201,6 +201,8 @@ class FakeBackend(Backend[FakeSettings]):
 
         try:
             reply = self.cloud.dispatch(Call(method, unquote(urlparse(url).path), body=body))
+        except OSError as exc:  # the fake cloud's store is a folder here: a full disk or a file in the way
+            raise SubmitError(f"{method} {url}: the fake cloud's store failed: {exc.strerror or exc}") from None
         except Dropped:
             raise TransientError(f"{method} {url}: the connection closed with no answer", accepted=None) from None
         if reply.status == 404 and missing_ok:
@@ -252,11 +254,14 @@ class FakeBackend(Backend[FakeSettings]):
         if path.is_file():
             return
         made = packaging.check_unchanged(code)
-        path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}")
-        with partial.open("wb") as out:
-            made.write_archive(out)
-        os.replace(partial, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with partial.open("wb") as out:
+                made.write_archive(out)
+            os.replace(partial, path)
+        except OSError as exc:
+            raise SubmitError(f"uploading {url}: the fake cloud's store failed: {exc.strerror or exc}") from None
         self.uploads += 1
 
     def status(self, handle: JobHandle) -> JobStatus:
