@@ -223,3 +223,21 @@ def test_a_terminal_sees_one_live_progress_line(tmp_path: Path, fake_root: Path)
     assert "\r\x1b[K" in text  # the line is rewritten in place
     assert "RUNNING (RUNNING) after" in text
     assert text.rstrip().endswith("SUCCEEDED (DONE) after 3s") or "SUCCEEDED (DONE) after" in text.splitlines()[-1]
+
+
+def test_a_local_runs_logs_after_the_run_equal_what_was_streamed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: logs\ncommand: python -c \"import os; [print('line', i, os.environ['RANK']) for i in range(3)]\"\n"
+        "workers: {replicas: 1}\n"
+    )
+    code, out, streamed = call(capsys, "submit", str(job), "--local", "--set", f"runs_dir={tmp_path / 'runs'}")
+    assert code == 0, streamed
+    code, logs, _ = call(capsys, "logs", out.strip(), "--follow")
+    assert code == 0
+    relayed = [line for line in streamed.splitlines() if line.startswith("[node")]
+    assert logs.splitlines() == relayed
+    assert sorted(relayed) == sorted(f"[node{r} rank{r}] line {i} {r}" for r in (0, 1) for i in range(3))
+    assert sorted(p.name for p in (tmp_path / "runs").rglob("*.log")) == ["node0.log", "node1.log", "output.log"]

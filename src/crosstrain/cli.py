@@ -139,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     _handle_arg(p)
     p = verb("logs", "print a job's logs")
     _handle_arg(p)
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing lines while the job runs")
     verb("schema", "print the JSON Schema of job files (for editors and CI checks)")
     p = verb("targets", "list the targets, each one's settings, and where each setting can come from")
     p.add_argument("-t", "--target", help="only this target")
@@ -398,12 +399,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
-    lines = handle.logs(**_handle_settings(args))
+    lines = handle.logs(**_handle_settings(args), **({"follow": True} if args.follow else {}))
     if args.json:
         _print_json({"identity": handle.identity, "lines": list(lines)})
     else:
         for line in lines:
-            print(line)
+            print(line, flush=args.follow)
     return ExitCode.OK
 
 

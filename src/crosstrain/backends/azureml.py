@@ -770,7 +770,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         what = f"cancel job {handle.job_id}"
         self.retry.poll(lambda: azure.call(lambda: ml.jobs.begin_cancel(handle.job_id).result(), what))
 
-    def logs(self, handle: JobHandle) -> Iterator[str]:
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The job's output as `az ml job stream` shows it; ends when the job ends."""
         self.check_handle(handle)
         yield from azure.stream_logs(self._client(handle.ref), handle.job_id)

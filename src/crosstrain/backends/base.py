@@ -292,8 +292,10 @@ class JobHandle:
     def cancel(self, **settings: Any) -> None:
         self._backend(settings).cancel(self)
 
-    def logs(self, **settings: Any) -> Iterator[str]:
-        return self._backend(settings).logs(self)
+    def logs(self, *, follow: bool = False, **settings: Any) -> Iterator[str]:
+        """The job's log lines; with `follow`, more as they come until the job ends."""
+        backend = self._backend(settings)
+        return backend.logs(self, follow=True) if follow else backend.logs(self)
 
     def _repr_html_(self) -> str:
         from crosstrain.display import handle_html
@@ -670,7 +672,9 @@ class Backend(ABC, Generic[S]):
             ],
         )
 
-    def logs(self, handle: JobHandle) -> Iterator[str]:
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        """The job's log lines, each prefixed with node and rank where the platform says them; with `follow`,
+        lines keep coming while the job runs, and the iterator ends when the job does."""
         raise Unsupported(
             self.name,
             [

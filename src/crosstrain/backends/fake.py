@@ -273,7 +273,7 @@ class FakeBackend(Backend[FakeSettings]):
     def cancel(self, handle: JobHandle) -> None:
         self.retry.poll(lambda: self._record("POST", handle.ref["url"] + ":cancel"))
 
-    def logs(self, handle: JobHandle) -> Iterator[str]:
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         from datetime import datetime, timezone
 
         record = self.retry.poll(lambda: self._record("GET", handle.ref["url"])).body

@@ -25,7 +25,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -134,6 +134,11 @@ class LocalSettings(TargetSettings):
         description="The Python that runs the nodes' commands. Default: this one. Point it at an environment "
         "with torch and without crosstrain to prove that a job with `code:` runs in a stock image.",
     )
+    runs_dir: str = Field(
+        "~/.cache/crosstrain/local-runs",
+        description="Where each run keeps its output (output.log, and one log per process), which "
+        "`crosstrain logs HANDLE` prints after the run.",
+    )
     grace_seconds: float = Field(
         10.0, ge=0, allow_inf_nan=False, description="How long stopped processes get before they are killed."
     )
@@ -170,6 +175,7 @@ class LocalBackend(Backend[LocalSettings]):
     settings_model = LocalSettings
     extra = "runtime"
     capabilities = Capabilities(
+        logs=True,
         code=True,
         requirements=True,  # not installed here (noted): the job runs in `python`'s environment
         environments=True,  # not pulled here either (noted)
@@ -344,6 +350,7 @@ class LocalBackend(Backend[LocalSettings]):
                 timeout=body["timeout_seconds"],
                 grace=self.request_settings(request).grace_seconds,
                 header=_header(request),
+                runs_dir=Path(os.path.expanduser(self.request_settings(request).runs_dir)),
             )
         return JobHandle(
             self.name,
@@ -360,6 +367,24 @@ class LocalBackend(Backend[LocalSettings]):
 
     def cancel(self, handle: JobHandle) -> None:
         """A local run ends before its handle exists (Ctrl-C stops a run that is going)."""
+
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        """What the run printed, as it was streamed (the run is over when its handle exists: nothing to follow)."""
+        path = (handle.ref.get("outcome") or {}).get("log") or ""
+        if not path or not Path(path).is_file():
+            raise Unsupported(
+                self.name,
+                [
+                    Problem(
+                        "logs",
+                        f"the run's log {path or '(none kept)'} is not on this machine",
+                        "read the output the run printed, or run it again (its log goes to targets.local.runs_dir)",
+                    )
+                ],
+            )
+        with open(path, encoding="utf-8", errors="replace") as log:
+            for line in log:
+                yield line.rstrip("\n")
 
 
 def _header(request: Request) -> str:
