@@ -8,6 +8,7 @@ exit codes through torchrun's own event log (`PET_EVENT_LOG_HANDLER=console`), r
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from crosstrain.backends.base import JobState
+from crosstrain.failures import classify, last_lines
 
 PLACEHOLDERS = ("${MASTER_PORT}", "${RUN_DIR}", "${PATH}")
 _EVENT = b'{"name": "torchelastic.worker.status.'
@@ -48,6 +50,8 @@ class Process:
     popen: subprocess.Popen[bytes] | None = None
     stopped: bool = False  # this supervisor stopped it: its late output is noise and is not shown
     rank_codes: dict[int, int] = field(default_factory=dict)  # from torchrun's worker events
+    #: Its last lines, each with the rank that wrote it where torchrun says (for the failure's summary).
+    tail: collections.deque[tuple[int | None, str]] = field(default_factory=lambda: collections.deque(maxlen=400))
 
     @property
     def returncode(self) -> int | None:
@@ -253,8 +257,10 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
         match = _RANK_PREFIX.match(line) if process.agent else None
         prefix = f"[{process.name} rank{match.group(1)}] " if match else f"[{process.name}] "
+        text = prefix + (match.group(2) if match else line)
+        process.tail.append((int(match.group(1)) if match else None, text))
         with lock:
-            logs.write(process.name, prefix + (match.group(2) if match else line) + "\n")
+            logs.write(process.name, text + "\n")
     stream.close()
 
 
@@ -372,7 +378,12 @@ def _outcome(
         if failed
         else f"{failure.name} exited {_code_text(failure.returncode or 0)}"
     )
-    message = f"the first failure seen: {what} (its error is above); the other processes were stopped"
+    culprit = failed[0].rank if failed else None
+    tail = last_lines([text for who, text in failure.tail if culprit is None or who == culprit])
+    kind, advice = classify("\n".join(tail))
+    message = f"the first failure seen: {what}; the other processes were stopped. {kind}: {advice}"
+    if tail:
+        message += "\nits last lines:\n" + "\n".join(f"  {line}" for line in tail)
     return Outcome(run_id, JobState.FAILED, message, wall, tuple(ranks))
 
 
