@@ -433,7 +433,9 @@ def test_validation_catches_what_load_job_lets_through(
     [
         ({"primary": {"machine": None}}, {"compute": None}, "primary.machine", "serverless"),
         ({"image": None}, {}, "image", "environment"),
-        ({}, {"environment": "azureml:my-env@latest"}, "targets.azureml.environment", "pin the version"),
+        ({}, {"environment": "azureml:my-env@v2"}, "targets.azureml.environment", "@latest"),
+        ({}, {"environment": "azureml:my-env"}, "targets.azureml.environment", "registry URI"),
+        ({"requirements": ["numpy"]}, {}, "requirements", "set `code:`"),
         ({"launch": {"framework": "tensorflow", "mode": "per-node"}}, {}, "launch.mode", "TF_CONFIG"),
         ({"scheduling": {"spot": True}}, {"job_tier": "premium"}, "targets.azureml.job_tier", "spot"),
         ({"output_dir": "azureml://datastores/x/paths/y"}, {}, "output_dir", "outputs"),

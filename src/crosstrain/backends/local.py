@@ -21,6 +21,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import sys
 import tarfile
@@ -524,6 +525,10 @@ def _azureml_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node
         )
     per_node = int(distribution.get("processCountPerInstance", 1))
     argv = ["/bin/sh", "-c", props["command"]]
+    if props.get("codeId"):  # `python -m crosstrain_code ... -- CMD`, run from the stage root as from the snapshot
+        words = shlex.split(props["command"])
+        if words[:3] == ["python", "-m", PACKAGE]:
+            argv = words
     base = {**(props.get("environmentVariables") or {}), "AZUREML_RUN_ID": request.identity}
     world = nodes * per_node
     plan = []
