@@ -26,7 +26,8 @@ import json
 import re
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -88,12 +89,14 @@ class AzureMLService(LoopbackService):
         slow_seconds: float = 0.5,
         late_seconds: float = 0.3,
         blob_endpoint: str | None = None,
+        container: str = CODE_CONTAINER,
     ) -> None:
         super().__init__(slow_seconds=slow_seconds, late_seconds=late_seconds)
         self.statuses = statuses
         #: Azurite's account URL (`http://127.0.0.1:<port>/devstoreaccount1`): startPendingUpload hands out a
         #: container SAS there. Without one, startPendingUpload is refused.
         self.blob_endpoint = blob_endpoint
+        self.container = container
         self.resources: dict[str, dict[str, Any]] = {}
         self.plans: dict[str, list[str]] = {}  # job path -> its statuses to come, the current one first
 
@@ -194,16 +197,22 @@ class AzureMLService(LoopbackService):
             return self.error(400, "this fake workspace has no blob store (pass blob_endpoint)")
         from datetime import datetime, timedelta, timezone
 
-        from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+        from azure.core.exceptions import ResourceExistsError
+        from azure.storage.blob import BlobServiceClient, ContainerSasPermissions, generate_container_sas
 
+        account = BlobServiceClient(
+            self.blob_endpoint, credential={"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}
+        )
+        with suppress(ResourceExistsError):
+            account.create_container(self.container)
         sas = generate_container_sas(
             AZURITE_ACCOUNT,
-            CODE_CONTAINER,
+            self.container,
             account_key=AZURITE_KEY,
             permission=ContainerSasPermissions(read=True, write=True, list=True, add=True, create=True),
             expiry=datetime.now(timezone.utc) + timedelta(hours=1),
         )
-        container = f"{self.blob_endpoint}/{CODE_CONTAINER}"
+        container = f"{self.blob_endpoint}/{self.container}"
         return Reply(
             200,
             {
@@ -407,3 +416,76 @@ class AzureMLPlatform(LoopbackPlatform):
 
     def settle(self) -> None:
         self.service.settle()
+
+
+# -- Azurite (npm), the Azure Blob emulator -------------------------------------------------------------
+def azurite_command() -> str | None:
+    """`azurite-blob`: $CROSSTRAIN_AZURITE, else on PATH, else under the repository's `.ci/node_modules` (where
+    the noxfile's tests session installs it)."""
+    import os
+    import shutil
+
+    named = os.environ.get("CROSSTRAIN_AZURITE")
+    if named:
+        return named
+    found = shutil.which("azurite-blob")
+    if found:
+        return found
+    local = ROOT / ".ci" / "node_modules" / ".bin" / "azurite-blob"
+    return str(local) if local.exists() else None
+
+
+@contextmanager
+def azurite(command: str) -> Iterator[str]:
+    """A blob-only Azurite on a free loopback port, in memory, no telemetry; yields the dev account's URL."""
+    import socket
+    import subprocess
+    import tempfile
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryDirectory() as scratch, open(Path(scratch) / "azurite.log", "wb") as log:
+        process = subprocess.Popen(
+            [
+                command,
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                str(port),
+                "--inMemoryPersistence",
+                "--disableTelemetry",
+                "--skipApiVersionCheck",
+                "--loose",
+            ],
+            cwd=scratch,  # in memory: nothing should be written, and nothing lands in the caller's folder
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1):
+                        break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        output = (Path(scratch) / "azurite.log").read_text(errors="replace")
+                        raise RuntimeError(f"Azurite did not start: {output[-2000:]}") from None
+                    time.sleep(0.1)
+            yield f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def blob_container(endpoint: str, container: str) -> Any:
+    """A `ContainerClient` on Azurite with the dev account's key (for tests to read what was uploaded)."""
+    from azure.storage.blob import BlobServiceClient
+
+    account = BlobServiceClient(endpoint, credential={"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY})
+    return account.get_container_client(container)

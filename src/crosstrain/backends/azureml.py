@@ -1102,7 +1102,7 @@ def cli_yaml(request: Request) -> dict[str, Any]:
     if env_id in images:
         environment: Any = {"image": images[env_id]}
     else:
-        match = re.search(r"/environments/([^/]+)/versions/([^/]+)$", env_id)
+        match = re.search(r"^/subscriptions/.*/environments/([^/]+)/versions/([^/]+)$", env_id)
         environment = f"azureml:{match[1]}:{match[2]}" if match else env_id
     out: dict[str, Any] = {
         "$schema": CLI_SCHEMA,
