@@ -12,8 +12,11 @@ import io
 import json
 import logging
 import os
+import re
 import shlex
+import shutil
 import string
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -1142,3 +1145,106 @@ def test_a_folder_changed_after_render_is_refused_before_anything_is_uploaded(az
     with pytest.raises(SpecError, match="changed since the request was rendered"):
         backend.send(request)
     assert [service.operation(c) for c in service.received] == ["find"]
+
+
+# -- local emulation: the rendered node command, from the staged bundle, in a Python without crosstrain ------
+def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`crosstrain ARGS` with this checkout's crosstrain, and no PYTHONPATH for the nodes to inherit: they import
+    crosstrain only from the shipped bundle."""
+    from crosstrain.backends.local import inherited_environment
+
+    env = {k: v for k, v in inherited_environment(os.environ).items() if k != "PYTHONPATH"}
+    boot = f"import sys; sys.path[:0] = [{str(ROOT / 'src')!r}]; from crosstrain.cli import main; sys.exit(main())"
+    return subprocess.run(
+        [sys.executable, "-c", boot, *args], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+    )
+
+
+@pytest.fixture(scope="session")
+def stock(request: pytest.FixtureRequest) -> Path:
+    """tests/conftest.py's `stock_python`, made without this run's PYTHONPATH (which would import crosstrain)."""
+    saved = os.environ.pop("PYTHONPATH", None)
+    try:
+        python: Path = request.getfixturevalue("stock_python")
+        return python
+    finally:
+        if saved is not None:
+            os.environ["PYTHONPATH"] = saved
+
+
+@pytest.mark.parametrize("emulate", ["azureml", "azureml-mpi"])
+def test_a_job_with_code_trains_under_emulation_in_a_stock_python(emulate: str, tmp_path: Path, stock: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    shutil.copy(ROOT / "examples" / "ddp-quickstart" / "train.py", code / "train.py")
+    (code / "notes.tmp").write_text("left out\n")
+    (code / ".amlignore").write_text("*.tmp\n")
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "code-quickstart",
+                "code": "./code",
+                "environment": "pytorch",
+                "command": "python train.py",
+                "args": ["--epochs", "1", "--samples", "512"],
+                "workers": {"replicas": 1},
+                "launch": {"processes_per_node": 1},
+                "targets": {"azureml": dict(SETTINGS)},
+            }
+        )
+    )
+    done = _run_cli("run", str(job_file), "--local", "--emulate", emulate, "--set", f"python={stock}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "SUCCEEDED" in done.stderr
+    assert len(re.findall(r"rank (\d)/2 done", done.stdout)) == 2, done.stdout[-3000:]
+
+
+def test_the_seed_code_example_renders_the_same_from_anywhere(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "azureml-seed-code" / "job.yaml"
+    outputs = []
+    for cwd, path in (
+        (ROOT, "examples/azureml-seed-code/job.yaml"),
+        (example.parent, "job.yaml"),
+        (tmp_path, str(example)),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "crosstrain.cli", "render", path, "-t", "azureml"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=cwd,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])},
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1] == outputs[2]
+    request = Request.from_dict(json.loads(outputs[0]))
+    props = body(request)
+    assert (props["resources"]["instanceCount"], props["distribution"]["processCountPerInstance"]) == (2, 4)
+    assert props["environmentId"] == "azureml:AzureML-acpt-pytorch-2.8-cuda12.6@latest"
+    assert shlex.split(props["command"]) == [
+        "python",
+        "-m",
+        "crosstrain_code",
+        "--",
+        "python",
+        "train.py",
+        "--epochs",
+        "50",
+    ]
+    assert request.code is not None
+    assert request.code.folder == str(example.parent / "src")
+
+
+def test_the_seed_code_example_runs_under_azureml_emulation(tmp_path: Path, stock: Path) -> None:
+    """The example as it is, but one epoch and small data (its 2 x 4 processes on this machine's CPUs)."""
+    example = ROOT / "examples" / "azureml-seed-code"
+    shutil.copytree(example, tmp_path / "example")
+    job_file = tmp_path / "example" / "job.yaml"
+    spec = yaml.safe_load(job_file.read_text())
+    spec["args"] = ["--epochs", "1", "--samples", "256"]
+    job_file.write_text(yaml.safe_dump(spec))
+    done = _run_cli("run", str(job_file), "--local", "--emulate", "azureml", "--set", f"python={stock}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(re.findall(r"rank (\d)/8 done", done.stdout)) == 8, done.stdout[-3000:]
