@@ -1194,6 +1194,10 @@ def test_a_job_with_code_trains_under_emulation_in_a_stock_python(emulate: str, 
             }
         )
     )
+    local = create_backend("local", environ={}).render(load_job(job_file), {"emulate": emulate})
+    assert local.code is not None
+    assert local.code.ignore_files == AML_IGNORE_FILES  # stages what Azure ML receives: notes.tmp left out
+    assert local.code.files == 2  # train.py and .amlignore
     done = _run_cli("run", str(job_file), "--local", "--emulate", emulate, "--set", f"python={stock}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "SUCCEEDED" in done.stderr

@@ -227,6 +227,8 @@ class LocalBackend(Backend[LocalSettings]):
                 shaped.model_copy(update={"run_id": run_id}), settings.emulate, workdir
             )
             notes += [f"{emulated.target}: {note}" for note in emulated.notes]
+            if emulated.code is not None:  # exactly what the target uploads (its ignore files: .amlignore...)
+                bundle = packaging.check_unchanged(emulated.code)
             plan = _EMULATORS[settings.emulate](emulated, rendered_job, nproc)
         gpus_wanted = max((p.machine.gpus if p.machine else 0) for p in job.pools())
         notes += _assign_gpus(plan, nproc, gpus_wanted, settings.emulate, self.environ)
