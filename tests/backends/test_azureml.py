@@ -1252,3 +1252,17 @@ def test_the_seed_code_example_runs_under_azureml_emulation(tmp_path: Path, stoc
     done = _run_cli("run", str(job_file), "--local", "--emulate", "azureml", "--set", f"python={stock}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert len(re.findall(r"rank (\d)/8 done", done.stdout)) == 8, done.stdout[-3000:]
+
+
+def test_a_request_whose_code_calls_name_other_content_is_refused(azurite_url: str, tmp_path: Path) -> None:
+    import dataclasses
+
+    folder = code_folder(tmp_path)
+    service = AzureMLService(blob_endpoint=azurite_url, container="tampered")
+    backend = _code_backend(service)
+    request = backend.render(code_job(folder), SETTINGS)
+    calls = list(request.calls)
+    calls[3] = dataclasses.replace(calls[3], url=f"{SAS_CONTAINER}/crosstrain-elsewhere/")
+    with pytest.raises(SubmitError, match="do not name the content"):
+        backend.send(dataclasses.replace(request, calls=tuple(calls)))
+    assert [service.operation(c) for c in service.received] == ["find"]

@@ -974,6 +974,16 @@ class AzureMLBackend(Backend[AzureMLSettings]):
     def _ship_code(self, pipeline: Any, code: _CodeCalls, bundle: packaging.Bundle) -> str:
         """The code asset the job runs, made the way azure-ai-ml makes it: found by its content hash (nothing
         uploaded), else uploaded to the container startPendingUpload hands out and registered. Its ARM id."""
+        name, content_hash = code_asset_name(bundle), code_content_hash(bundle.files)
+        if (
+            code.upload.url != f"{SAS_CONTAINER}/{name}/"
+            or f"&hash={content_hash}&" not in code.lookup.url
+            or code.id != f"{urlsplit(code.register.url).path}"
+        ):
+            raise SubmitError(
+                f"the request's code calls do not name the content of {bundle.folder} (asset {name}, hash "
+                f"{content_hash}); render the request again"
+            )
         found = self.retry.poll(lambda: _send(pipeline, code.lookup))
         assert found is not None
         hits = [v for v in (found[1].get("value") or []) if isinstance(v, dict) and v.get("id")]
@@ -986,8 +996,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         blob_uri = str(reference.get("blobUri") or "")
         if not sas_uri or not blob_uri:
             raise SubmitError(f"{code.start.url.split('?')[0]}: Azure answered without a container to upload to")
-        prefix = code.upload.url.removeprefix(SAS_CONTAINER + "/")
-        name = prefix.rstrip("/")
+        prefix = f"{name}/"
         what = f"upload {len(bundle.files)} files of {bundle.folder} to the workspace's blob store"
         self.retry.poll(
             lambda: azure.upload_blobs(
