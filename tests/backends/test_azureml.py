@@ -1266,3 +1266,18 @@ def test_a_request_whose_code_calls_name_other_content_is_refused(azurite_url: s
     with pytest.raises(SubmitError, match="do not name the content"):
         backend.send(dataclasses.replace(request, calls=tuple(calls)))
     assert [service.operation(c) for c in service.received] == ["find"]
+
+
+def test_az_yaml_names_the_code_asset(tmp_path: Path) -> None:
+    from azure.ai.ml import load_job as sdk_load_job
+    from azure.ai.ml.entities import Command
+
+    request = render(code_job(code_folder(tmp_path)))
+    text = create_backend("azureml", environ={}).format(request, "az-yaml")
+    name = body(request)["codeId"].split("/codes/")[1].split("/")[0]
+    assert yaml.safe_load(text)["code"] == f"azureml:{name}:1"
+    job_file = tmp_path / "job.yml"
+    job_file.write_text(text)
+    loaded = sdk_load_job(source=job_file)
+    assert isinstance(loaded, Command)
+    assert loaded._validate().passed

@@ -1122,6 +1122,9 @@ def cli_yaml(request: Request) -> dict[str, Any]:
         "command": props["command"],
         "environment": environment,
     }
+    if "codeId" in props:  # the code asset submit uploads (or finds by its content): by name and version
+        match = re.search(r"/codes/([^/]+)/versions/([^/]+)$", props["codeId"])
+        out["code"] = f"azureml:{match[1]}:{match[2]}" if match else props["codeId"]
     if props["environmentVariables"]:
         out["environment_variables"] = dict(props["environmentVariables"])
     if "computeId" in props:
