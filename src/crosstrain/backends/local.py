@@ -21,6 +21,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import sys
 import tarfile
@@ -232,6 +233,8 @@ class LocalBackend(Backend[LocalSettings]):
                 shaped.model_copy(update={"run_id": run_id}), settings.emulate, workdir
             )
             notes += [f"{emulated.target}: {note}" for note in emulated.notes]
+            if emulated.code is not None:  # exactly what the target uploads (its ignore files: .amlignore...)
+                bundle = packaging.check_unchanged(emulated.code)
             plan = _EMULATORS[settings.emulate](emulated, rendered_job, nproc)
         gpus_wanted = max((p.machine.gpus if p.machine else 0) for p in job.pools())
         notes += _assign_gpus(plan, nproc, gpus_wanted, settings.emulate, self.environ)
@@ -549,6 +552,10 @@ def _azureml_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node
         )
     per_node = int(distribution.get("processCountPerInstance", 1))
     argv = ["/bin/sh", "-c", props["command"]]
+    if props.get("codeId"):  # `python -m crosstrain_code ... -- CMD`, run from the stage root as from the snapshot
+        words = shlex.split(props["command"])
+        if words[:3] == ["python", "-m", PACKAGE]:
+            argv = words
     base = {**(props.get("environmentVariables") or {}), "AZUREML_RUN_ID": request.identity}
     world = nodes * per_node
     plan = []
