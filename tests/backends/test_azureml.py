@@ -1201,7 +1201,7 @@ def test_a_job_with_code_trains_under_emulation_in_a_stock_python(emulate: str, 
     done = _run_cli("run", str(job_file), "--local", "--emulate", emulate, "--set", f"python={stock}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "SUCCEEDED" in done.stderr
-    assert len(re.findall(r"rank (\d)/2 done", done.stdout)) == 2, done.stdout[-3000:]
+    assert len(re.findall(r"rank (\d)/2 done", done.stderr)) == 2, done.stderr[-3000:]
 
 
 def test_the_seed_code_example_renders_the_same_from_anywhere(tmp_path: Path) -> None:
@@ -1251,7 +1251,7 @@ def test_the_seed_code_example_runs_under_azureml_emulation(tmp_path: Path, stoc
     job_file.write_text(yaml.safe_dump(spec))
     done = _run_cli("run", str(job_file), "--local", "--emulate", "azureml", "--set", f"python={stock}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert len(re.findall(r"rank (\d)/8 done", done.stdout)) == 8, done.stdout[-3000:]
+    assert len(re.findall(r"rank (\d)/8 done", done.stderr)) == 8, done.stderr[-3000:]
 
 
 def test_a_request_whose_code_calls_name_other_content_is_refused(azurite_url: str, tmp_path: Path) -> None:
