@@ -241,3 +241,29 @@ def test_a_local_runs_logs_after_the_run_equal_what_was_streamed(
     assert logs.splitlines() == relayed
     assert sorted(relayed) == sorted(f"[node{r} rank{r}] line {i} {r}" for r in (0, 1) for i in range(3))
     assert sorted(p.name for p in (tmp_path / "runs").rglob("*.log")) == ["node0.log", "node1.log", "output.log"]
+
+
+def test_list_shows_the_jobs_made_on_a_target_newest_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, fake_root: Path
+) -> None:
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text(GOOD.replace("name: c", "name: first"))
+    second.write_text(GOOD.replace("name: c", "name: second"))
+    handles = []
+    for job in (first, second):
+        code, out, _ = call(capsys, "submit", str(job), "-t", "fake", "--set", "run_seconds=600")
+        handles.append(json.loads(out))
+        time.sleep(0.05)
+    code, out, _ = call(capsys, "list", "-t", "fake", "--json")
+    listed = json.loads(out)
+    assert code == 0
+    assert [job["identity"] for job in listed] == [handles[1]["identity"], handles[0]["identity"]]
+    assert {job["state"] for job in listed} == {"RUNNING"}
+    code, out, _ = call(capsys, "status", listed[0]["handle"], "--json")  # a listed job's handle works
+    assert json.loads(out)["identity"] == handles[1]["identity"]
+    runs = tmp_path / "runs"
+    code, out, _ = call(capsys, "submit", str(first), "--local", "--set", f"runs_dir={runs}")
+    code, out, _ = call(capsys, "list", "--set", f"runs_dir={runs}")
+    (line,) = out.splitlines()
+    assert line.startswith("first-")
+    assert "\tSUCCEEDED\t" in line

@@ -135,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     _handle_arg(p)
     p.add_argument("--timeout", type=_duration, help="give up after this long (600, 90m, 24h; exit 5)")
     p.add_argument("--poll", type=_duration, default=1.0, help="first poll interval (default 1s; backs off to 30s)")
+    p = verb("list", "the jobs crosstrain made on a target, newest first, with state, age and console link")
+    p.add_argument("-t", "--target", default="local", help="where to look (default: local)")
+    _set_arg(p, "target setting, as for submit (repeatable)")
+    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     p = verb("cancel", "cancel a submitted job")
     _handle_arg(p)
     p = verb("logs", "print a job's logs")
@@ -388,6 +392,28 @@ def cmd_wait(args: argparse.Namespace) -> int:
     return _wait(_load_handle(args.handle), args.timeout, args.poll, args.json, _handle_settings(args))
 
 
+def cmd_list(args: argparse.Namespace) -> int:
+    import itertools
+    import time
+
+    from crosstrain import api
+    from crosstrain.backends import create_backend
+    from crosstrain.progress import elapsed_text
+
+    backend = create_backend(args.target)
+    jobs = list(itertools.islice(backend.list_jobs(api.settings_for(args.target, _settings(args))), max(args.limit, 0)))
+    if args.json:
+        _print_json([job.to_dict() for job in jobs])
+        return ExitCode.OK
+    now = time.time()
+    for job in jobs:
+        age = elapsed_text(max(0.0, now - job.created))
+        print(f"{job.identity}\t{job.state.value}\t{age} ago\t{job.console_url}")
+    if not jobs:
+        _say(f"no job made by crosstrain on {args.target}")
+    return ExitCode.OK
+
+
 def cmd_cancel(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
     handle.cancel(**_handle_settings(args))
@@ -549,6 +575,7 @@ COMMANDS = {
     "status": cmd_status,
     "wait": cmd_wait,
     "cancel": cmd_cancel,
+    "list": cmd_list,
     "logs": cmd_logs,
     "schema": cmd_schema,
     "catalog": cmd_catalog,

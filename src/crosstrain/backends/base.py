@@ -159,6 +159,28 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
+class JobSummary:
+    """One job crosstrain made on a target, as `crosstrain list` shows it."""
+
+    identity: str
+    state: JobState
+    native_state: str
+    created: float  # seconds since the epoch
+    console_url: str = ""
+    handle: JobHandle | None = None  # what `status`/`wait`/`logs` take, where the listing gives enough to make one
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "identity": self.identity,
+            "state": self.state.value,
+            "native_state": self.native_state,
+            "created": self.created,
+            "console_url": self.console_url,
+            "handle": self.handle.dumps() if self.handle else None,
+        }
+
+
+@dataclass(frozen=True)
 class JobHandle:
     """A submitted job. `str(handle)` is a one-line JSON that `JobHandle.loads` reads back in a later process."""
 
@@ -659,6 +681,14 @@ class Backend(ABC, Generic[S]):
 
     @abstractmethod
     def status(self, handle: JobHandle) -> JobStatus: ...
+
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        """The jobs crosstrain made on this target (found by the identity label, tag or property each backend
+        records), newest first, where `overrides` (and the environment) configure the target."""
+        raise Unsupported(
+            self.name,
+            [Problem("list", f"{self.name} cannot list jobs from crosstrain yet", "use the platform's console")],
+        )
 
     def cancel(self, handle: JobHandle) -> None:
         raise Unsupported(

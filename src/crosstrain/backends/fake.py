@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
@@ -29,6 +29,7 @@ from crosstrain.backends.base import (
     JobHandle,
     JobState,
     JobStatus,
+    JobSummary,
     Request,
 )
 from crosstrain.errors import SubmitError, TransientError
@@ -269,6 +270,29 @@ class FakeBackend(Backend[FakeSettings]):
         native = self.cloud.native_state(record)
         message = "the plan said so (targets.fake.outcome: failed)" if native == "ERROR" else ""
         return JobStatus(STATE_MAP[native], native, message)
+
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        settings = self.settings_model.model_validate({**self._env_settings(), **self.overrides, **(overrides or {})})
+        root = Path(os.path.expanduser(settings.root)).absolute()
+        records = []
+        for path in (root / "jobs").glob("*.json"):
+            try:
+                records.append((json.loads(path.read_text()), path))
+            except (OSError, ValueError):
+                continue
+        for record, path in sorted(records, key=lambda item: -float(item[0].get("createTime", 0))):
+            native = self.cloud.native_state(record)
+            url = path.as_uri()
+            handle = JobHandle("fake", record["identity"], record["identity"], console_url=url, ref={"url": url})
+            yield JobSummary(record["identity"], STATE_MAP[native], native, float(record["createTime"]), url, handle)
+
+    def _env_settings(self) -> dict[str, Any]:
+        from crosstrain.settings import env_vars
+
+        for var in env_vars(self.settings_model, "root"):
+            if self.environ.get(var):
+                return {"root": self.environ[var]}
+        return {}
 
     def cancel(self, handle: JobHandle) -> None:
         self.retry.poll(lambda: self._record("POST", handle.ref["url"] + ":cancel"))

@@ -41,6 +41,7 @@ from crosstrain.backends.base import (
     JobHandle,
     JobState,
     JobStatus,
+    JobSummary,
     Request,
     bundle_command,
 )
@@ -355,13 +356,32 @@ class LocalBackend(Backend[LocalSettings]):
                 header=_header(request),
                 runs_dir=Path(os.path.expanduser(self.request_settings(request).runs_dir)),
             )
-        return JobHandle(
-            self.name,
-            request.identity,
-            outcome.run_id,
-            console_url="",
-            ref={"outcome": outcome.to_dict()},
+        handle = JobHandle(
+            self.name, request.identity, outcome.run_id, console_url="", ref={"outcome": outcome.to_dict()}
         )
+        if outcome.log:  # kept beside its log, for `crosstrain list`
+            with contextlib.suppress(OSError):
+                (Path(outcome.log).parent / "handle.json").write_text(handle.dumps())
+        return handle
+
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        settings = self.settings_model.model_validate({**self.overrides, **(overrides or {})})
+        found = []
+        for path in Path(os.path.expanduser(settings.runs_dir)).glob("*/handle.json"):
+            try:
+                found.append((path.stat().st_mtime, JobHandle.loads(path.read_text())))
+            except (OSError, SpecError):
+                continue
+        for created, handle in sorted(found, key=lambda item: -item[0]):
+            status = self.status(handle)
+            yield JobSummary(
+                handle.identity,
+                status.state,
+                status.native_state,
+                created,
+                str(Path(handle.ref["outcome"]["log"]).parent),
+                handle,
+            )
 
     def status(self, handle: JobHandle) -> JobStatus:
         outcome = handle.ref.get("outcome") or {}
