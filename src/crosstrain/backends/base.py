@@ -632,15 +632,18 @@ class Backend(ABC, Generic[S]):
         `<name>-<start of the fingerprint>`, so a change to another target's settings, or to anything this
         target does not send, never names a new job here.
         """
-        settings = self.settings(job, overrides)
-        problems = self.refusals(job, settings)
-        if problems:
-            raise Unsupported(self.name, problems)
-        probe = self._render(job, settings, placeholder_ids(job, self.identity_max_len))
-        fingerprint = fingerprint_of(self.fingerprint_view(probe))
-        run_id = job.run_id or fingerprint[:RUN_ID_LENGTH]
-        ids = Ids(identity_for(job.name, run_id, max_len=self.identity_max_len), fingerprint)
-        request = dataclasses.replace(self._render(job, settings, ids), fingerprint=fingerprint)
+        from crosstrain import packaging
+
+        with packaging.rendering():  # the probe and the real render ship the same files, listed once
+            settings = self.settings(job, overrides)
+            problems = self.refusals(job, settings)
+            if problems:
+                raise Unsupported(self.name, problems)
+            probe = self._render(job, settings, placeholder_ids(job, self.identity_max_len))
+            fingerprint = fingerprint_of(self.fingerprint_view(probe))
+            run_id = job.run_id or fingerprint[:RUN_ID_LENGTH]
+            ids = Ids(identity_for(job.name, run_id, max_len=self.identity_max_len), fingerprint)
+            request = dataclasses.replace(self._render(job, settings, ids), fingerprint=fingerprint)
         self._rendered.add(_digest(request))  # made from the job's own settings: sent as it is
         return request
 
