@@ -183,3 +183,43 @@ def test_follow_loses_and_repeats_nothing_when_log_reads_are_dropped(azurite_url
         f"[rank 1] {text}" for text in ("r1 step 0", "r1 step 1", "r1 done")
     ]
     assert len(lines) == 7
+
+
+def test_a_failed_job_without_logs_still_says_failed_and_where_to_look() -> None:
+    service = AzureMLService(("Failed",))  # no blob store: the datastore read fails, the state stands
+    ml = AzureMLBackend(
+        transport=AzureMLTransport(service),
+        credential=FakeCredential(),
+        retry=RetryPolicy(sleep=lambda s: None, call_timeout=30),
+        environ={},
+    )
+    handle = submit(ml, "no-logs")
+    failed = [ml.status(handle) for _ in range(2)][-1]
+    assert failed.state is JobState.FAILED
+    assert failed.message.startswith("the first failure seen: the job failed. user code: ")
+    assert handle.console_url in failed.message
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix"),
+    [
+        ("ExperimentRun/dcid.x/user_logs/std_log_process_12.txt", "[rank 12] "),
+        ("ExperimentRun/dcid.x/user_logs/std_log_node_1_process_3.txt", "[node 1 rank 3] "),
+        ("ExperimentRun/dcid.x/user_logs/std_log.txt", ""),
+    ],
+)
+def test_a_line_names_the_rank_its_file_names(name: str, prefix: str) -> None:
+    from crosstrain.backends.azureml import _LOG_FILE, _log_prefix
+
+    assert _LOG_FILE.search(name)
+    assert _log_prefix(name) == prefix
+
+
+def test_follow_of_a_failing_job_ends_with_its_error(azurite_url: str) -> None:
+    service = AzureMLService(("Running", "Failed"), blob_endpoint=azurite_url, logs=FAILING)
+    ml = backend(service, azurite_url)
+    handle = submit(ml, "follow-oom")
+    lines = list(ml.logs(handle, follow=True))
+    assert lines[-1] == "[rank 2] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert lines.count("[rank 0] epoch 1") == 1
+    assert handle.job_id in service.ended

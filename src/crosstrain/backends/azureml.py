@@ -53,7 +53,7 @@ from crosstrain.backends.base import (
     shown,
 )
 from crosstrain.environments import Runtime, Runtimes
-from crosstrain.errors import Problem, SubmitError
+from crosstrain.errors import CrosstrainError, Problem, SubmitError
 from crosstrain.failures import classify, last_lines
 from crosstrain.settings import TargetSettings, env_vars, resolve_settings, setting
 from crosstrain.uploads import UploadRefused
@@ -1021,10 +1021,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
 
     def status(self, handle: JobHandle) -> JobStatus:
         self.check_handle(handle)
-        ml = self._client(handle.ref)
-        job = self.retry.poll(lambda: azure.call(lambda: ml.jobs.get(handle.job_id), f"read job {handle.job_id}"))
-        native = str(getattr(job.status, "value", job.status) or "Unknown")
-        state = STATE_MAP.get(native, JobState.UNKNOWN)
+        native, state = self._state(handle)
         message = ""
         if state is JobState.FAILED:
             message = self._failure(handle)
@@ -1032,21 +1029,28 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             message = f"see {handle.console_url}"
         return JobStatus(state, native, message)
 
+    def _state(self, handle: JobHandle) -> tuple[str, JobState]:
+        ml = self._client(handle.ref)
+        job = self.retry.poll(lambda: azure.call(lambda: ml.jobs.get(handle.job_id), f"read job {handle.job_id}"))
+        native = str(getattr(job.status, "value", job.status) or "Unknown")
+        return native, STATE_MAP.get(native, JobState.UNKNOWN)
+
     def _failure(self, handle: JobHandle) -> str:
         """What a failed job's logs say: the first rank (in rank order) whose log ends in an error, its last lines,
         and the kind of failure with what to do next; the job's own error where the service records one."""
-        job = self._job_json(handle)
-        props = job.get("properties") or {}
-        recorded = props.get("error") or (props.get("properties") or {}).get("azureml.runerror") or ""
-        if isinstance(recorded, Mapping):
-            recorded = recorded.get("message") or json.dumps(recorded)
+        recorded: Any = ""
         texts: dict[str, list[str]] = {}
         try:
+            job = self._job_json(handle)
+            props = job.get("properties") or {}
+            recorded = props.get("error") or (props.get("properties") or {}).get("azureml.runerror") or ""
+            if isinstance(recorded, Mapping):
+                recorded = recorded.get("message") or json.dumps(recorded)
             reader = self._log_reader(handle, job)
             if reader is not None:
                 for name, line in reader.read(final=True):
                     texts.setdefault(name, []).append(line)
-        except Exception:  # the logs are an aid here: the state stands without them
+        except CrosstrainError:  # the logs are an aid here: the state stands without them
             texts = {}
         culprit = next((name for name in texts if _ERROR_LINE.search("\n".join(texts[name][-20:]))), None)
         tail = last_lines(texts[culprit]) if culprit else []
@@ -1103,7 +1107,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             yield from azure.stream_logs(self._client(handle.ref), handle.job_id)
             return
         while True:
-            ended = not follow or self.status(handle).state.terminal
+            ended = not follow or self._state(handle)[1].terminal
             for name, line in reader.read(final=ended):
                 yield _log_prefix(name) + line
             if ended:
