@@ -54,6 +54,8 @@ WORKSPACE = {"subscription_id": SUBSCRIPTION, "resource_group": "my-rg", "worksp
 _WORKSPACE = r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.MachineLearningServices/workspaces/[^/]+"
 _JOB = re.compile(rf"^(?P<job>{_WORKSPACE}/jobs/(?P<name>[^/]+))(?P<cancel>/cancel)?$")
 _ENVIRONMENT = re.compile(rf"^{_WORKSPACE}/environments/[^/]+/versions/[^/]+$")
+_JOBS = re.compile(rf"^{_WORKSPACE}/jobs$")
+_DATASTORE = re.compile(rf"^{_WORKSPACE}/datastores/(?P<name>[^/]+)(?P<secrets>/listSecrets)?$")
 _CODES = re.compile(
     rf"^(?P<versions>{_WORKSPACE}/codes/[^/]+/versions)(?P<version>/[^/]+)?(?P<pending>/startPendingUpload)?$"
 )
@@ -63,6 +65,10 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 #: The container the fake workspace hands out for code uploads (the workspace's blob store, as Azure names it).
 CODE_CONTAINER = "azureml-blobstore-00000000-0000-0000-0000-000000000000"
+
+#: The workspace's artifact store, where the service writes each job's logs (the job's `default` output).
+ARTIFACT_STORE = "workspaceartifactstore"
+ARTIFACT_CONTAINER = "azureml"
 
 TERMINAL = ("Completed", "Failed", "Canceled", "NotResponding")
 #: The statuses of Azure ML's `JobStatus` (the ARM API's enum, as azure-ai-ml ships it).
@@ -90,6 +96,7 @@ class AzureMLService(LoopbackService):
         late_seconds: float = 0.3,
         blob_endpoint: str | None = None,
         container: str = CODE_CONTAINER,
+        logs: tuple[dict[str, str], ...] = (),
     ) -> None:
         super().__init__(slow_seconds=slow_seconds, late_seconds=late_seconds)
         self.statuses = statuses
@@ -99,6 +106,13 @@ class AzureMLService(LoopbackService):
         self.container = container
         self.resources: dict[str, dict[str, Any]] = {}
         self.plans: dict[str, list[str]] = {}  # job path -> its statuses to come, the current one first
+        #: What each job writes to its logs (with `blob_endpoint`): step i (file name under `user_logs/` -> text
+        #: appended) is written at the i-th status read, the steps left all at once when a read says the job
+        #: ended (as the service has flushed its logs by then).
+        self.log_steps = logs
+        self.logged: dict[str, int] = {}  # job path -> log steps written
+        self.ended: set[str] = set()  # names of jobs a status read has said ended
+        self._created = 0
 
     # -- what the suite and tests read ---------------------------------------------------------------------
     @property
@@ -130,6 +144,10 @@ class AzureMLService(LoopbackService):
             return "find" if call.query.get("api-version") == API_VERSION else "get"
         if _ENVIRONMENT.match(call.path) and call.method == "PUT":
             return "environment"
+        if _JOBS.match(call.path):
+            return "list"
+        if _DATASTORE.match(call.path):
+            return "datastore"
         code = _CODES.match(call.path)
         if code:
             if code["pending"]:
@@ -149,6 +167,11 @@ class AzureMLService(LoopbackService):
     def answer(self, call: Call) -> Reply:
         job = _JOB.match(call.path)
         code = _CODES.match(call.path)
+        if _JOBS.match(call.path) and call.method == "GET":  # the jobs list: newest last, as stored
+            return Reply(200, {"value": [self._read(path) for path in self.jobs]})
+        datastore = _DATASTORE.match(call.path)
+        if datastore:
+            return self._datastore(datastore["name"], bool(datastore["secrets"]))
         if code and code["pending"] and call.method == "POST":
             return self._start_pending_upload()
         if code and not code["version"] and call.method == "GET":
@@ -176,6 +199,15 @@ class AzureMLService(LoopbackService):
                 stored["properties"]["services"] = {
                     "Studio": {"jobServiceType": "Studio", "endpoint": f"https://ml.azure.com/runs/{job['name']}"}
                 }
+                # the service's own output, where it writes the job's logs
+                stored["properties"].setdefault("outputs", {})["default"] = {
+                    "jobOutputType": "uri_folder",
+                    "mode": "ReadWriteMount",
+                    "uri": f"azureml://datastores/{ARTIFACT_STORE}/ExperimentRun/dcid.{job['name']}",
+                }
+                self._created += 1  # distinct times, a second apart, in the order made
+                created = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(1_700_000_000 + self._created))
+                stored["systemData"] = {"createdAt": f"{created}.000000+00:00", "createdBy": "someone"}
                 self.plans[call.path] = ["NotStarted", *self.statuses]
             self.resources[call.path] = stored
             return Reply(201, self._read(call.path))
@@ -231,9 +263,78 @@ class AzureMLService(LoopbackService):
         plan = self.plans.get(path)
         if plan:
             stored["properties"]["status"] = plan[0]
+            if advance:
+                self._write_logs(path, ended=plan[0] in TERMINAL)
+                if plan[0] in TERMINAL:
+                    self.ended.add(path.rsplit("/", 1)[-1])
             if advance and len(plan) > 1:
                 plan.pop(0)
         return stored
+
+    # -- the job's logs, on Azurite --------------------------------------------------------------------------
+    def _account(self) -> Any:
+        from azure.storage.blob import BlobServiceClient
+
+        assert self.blob_endpoint
+        return BlobServiceClient(
+            self.blob_endpoint, credential={"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}
+        )
+
+    def _write_logs(self, path: str, *, ended: bool) -> None:
+        if not self.log_steps or not self.blob_endpoint:
+            return
+        from azure.core.exceptions import ResourceExistsError
+
+        done = self.logged.get(path, 0)
+        steps = self.log_steps[done:] if ended else self.log_steps[done : done + 1]
+        if not steps:
+            return
+        container = self._account().get_container_client(ARTIFACT_CONTAINER)
+        with suppress(ResourceExistsError):
+            container.create_container()
+        for step in steps:
+            for file, text in step.items():
+                blob = container.get_blob_client(f"ExperimentRun/dcid.{path.rsplit('/', 1)[-1]}/user_logs/{file}")
+                if not blob.exists():
+                    blob.create_append_blob()
+                blob.append_block(text.encode())
+        self.logged[path] = done + len(steps)
+
+    def _datastore(self, name: str, secrets: bool) -> Reply:
+        """The workspace's artifact store (an Azure Blob datastore on Azurite), its secret a container SAS."""
+        if name != ARTIFACT_STORE or not self.blob_endpoint:
+            return self.error(404, f"datastore {name} not found")
+        if secrets:
+            from datetime import datetime, timedelta, timezone
+
+            from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+            sas = generate_container_sas(
+                AZURITE_ACCOUNT,
+                ARTIFACT_CONTAINER,
+                account_key=AZURITE_KEY,
+                permission=ContainerSasPermissions(read=True, list=True),
+                expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+            )
+            return Reply(200, {"secretsType": "Sas", "sasToken": sas})
+        ws = self.jobs[0].rsplit("/jobs/", 1)[0] if self.jobs else ""
+        return Reply(
+            200,
+            {
+                "id": f"{ws}/datastores/{name}",
+                "name": name,
+                "type": "Microsoft.MachineLearningServices/workspaces/datastores",
+                "properties": {
+                    "datastoreType": "AzureBlob",
+                    "accountName": AZURITE_ACCOUNT,
+                    "containerName": ARTIFACT_CONTAINER,
+                    "endpoint": "core.windows.net",
+                    "protocol": "https",
+                    "credentials": {"credentialsType": "Sas"},
+                    "isDefault": False,
+                },
+            },
+        )
 
 
 @dataclass

@@ -214,3 +214,21 @@ def upload_blobs(
         if blobs:
             first = blobs[0][0]
             call(lambda: container.get_blob_client(first).set_blob_metadata(metadata), what)
+
+
+def blob_container(
+    account_url: str, container: str, credential: Any, *, transport: Any = None, timeout: float = 30.0
+) -> Any:
+    """A `ContainerClient` of azure-storage-blob, as azure-ai-ml reads a datastore (`get_storage_client`):
+    the account URL the datastore names, a SAS token, account key or token credential; crosstrain retries."""
+    storage = require("azure.storage.blob", EXTRA)
+    extra: dict[str, Any] = {"transport": transport} if transport is not None else {}
+    return storage.ContainerClient(
+        account_url,
+        container,
+        credential=credential,
+        connection_timeout=timeout,
+        read_timeout=timeout,
+        retry_total=0,
+        **extra,
+    )

@@ -45,6 +45,7 @@ from crosstrain.backends.base import (
     JobHandle,
     JobState,
     JobStatus,
+    JobSummary,
     Request,
     bundle_command,
     launcher_command,
@@ -52,8 +53,9 @@ from crosstrain.backends.base import (
     shown,
 )
 from crosstrain.environments import Runtime, Runtimes
-from crosstrain.errors import Problem, SubmitError
-from crosstrain.settings import TargetSettings, env_vars, setting
+from crosstrain.errors import CrosstrainError, Problem, SubmitError
+from crosstrain.failures import classify, last_lines
+from crosstrain.settings import TargetSettings, env_vars, resolve_settings, setting
 from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:
@@ -681,9 +683,14 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
         settings: Mapping[str, Any] | None = None,
+        storage_transport: HttpTransport[Any, Any] | None = None,
+        log_interval: float = 5.0,
     ) -> None:
         super().__init__(retry=retry, environ=environ, settings=settings)
+        self.log_interval = log_interval  # how often `logs(follow=True)` looks for new lines
         self.transport = transport  # None: azure-core's requests transport
+        #: The transport of the blob reads (the job's logs); None: azure-core's requests transport.
+        self.storage_transport = storage_transport
         self.credential = credential  # None: DefaultAzureCredential, asked for a token at the first call
         self._clients: dict[tuple[str, str, str], Any] = {}
         self._lock = threading.Lock()
@@ -1014,12 +1021,73 @@ class AzureMLBackend(Backend[AzureMLSettings]):
 
     def status(self, handle: JobHandle) -> JobStatus:
         self.check_handle(handle)
+        native, state = self._state(handle)
+        message = ""
+        if state is JobState.FAILED:
+            message = self._failure(handle)
+        elif state is JobState.UNKNOWN:
+            message = f"see {handle.console_url}"
+        return JobStatus(state, native, message)
+
+    def _state(self, handle: JobHandle) -> tuple[str, JobState]:
         ml = self._client(handle.ref)
         job = self.retry.poll(lambda: azure.call(lambda: ml.jobs.get(handle.job_id), f"read job {handle.job_id}"))
         native = str(getattr(job.status, "value", job.status) or "Unknown")
-        state = STATE_MAP.get(native, JobState.UNKNOWN)
-        message = f"see {handle.console_url}" if state in (JobState.FAILED, JobState.UNKNOWN) else ""
-        return JobStatus(state, native, message)
+        return native, STATE_MAP.get(native, JobState.UNKNOWN)
+
+    def _failure(self, handle: JobHandle) -> str:
+        """What a failed job's logs say: the first rank (in rank order) whose log ends in an error, its last lines,
+        and the kind of failure with what to do next; the job's own error where the service records one."""
+        recorded: Any = ""
+        texts: dict[str, list[str]] = {}
+        try:
+            job = self._job_json(handle)
+            props = job.get("properties") or {}
+            recorded = props.get("error") or (props.get("properties") or {}).get("azureml.runerror") or ""
+            if isinstance(recorded, Mapping):
+                recorded = recorded.get("message") or json.dumps(recorded)
+            reader = self._log_reader(handle, job)
+            if reader is not None:
+                for name, line in reader.read(final=True):
+                    texts.setdefault(name, []).append(line)
+        except CrosstrainError:  # the logs are an aid here: the state stands without them
+            texts = {}
+        culprit = next((name for name in texts if _ERROR_LINE.search("\n".join(texts[name][-20:]))), None)
+        tail = last_lines(texts[culprit]) if culprit else []
+        kind, advice = classify("\n".join([str(recorded), *tail]))
+        who = _log_who(culprit) if culprit else ""
+        what = f"{who} failed" if who else "the job failed"
+        message = f"the first failure seen: {what}"
+        if recorded:
+            message += f" ({str(recorded).splitlines()[0]})"
+        message += f". {kind}: {advice}; see {handle.console_url}"
+        if tail:
+            message += "\nits last lines:\n" + "\n".join(f"  {line}" for line in tail)
+        return message
+
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        """The workspace's jobs that carry crosstrain's fingerprint property, from the jobs list call
+        `MLClient.jobs.list()` makes (`GET .../jobs`, active ones), newest first."""
+        settings = resolve_settings(
+            self.settings_model, self.name, overrides={**self.overrides, **(overrides or {})}, environ=self.environ
+        )
+        ref = {key: getattr(settings, key) for key in WORKSPACE_KEYS}
+        ml = self._client(ref)
+        what = f"list the jobs of workspace {settings.workspace}"
+        jobs = self.retry.poll(lambda: azure.call(lambda: [j for j in ml.jobs.list() if j is not None], what))
+        found = []
+        for job in jobs:
+            if not (getattr(job, "properties", None) or {}).get(FINGERPRINT_PROPERTY):
+                continue
+            created = getattr(getattr(job, "creation_context", None), "created_at", None)
+            found.append((created.timestamp() if created else 0.0, job))
+        for created, job in sorted(found, key=lambda item: -item[0]):
+            native = str(getattr(job.status, "value", job.status) or "Unknown")
+            console = str(getattr(job, "studio_url", None) or studio_url(ref, job.name))
+            handle = JobHandle(
+                "azureml", job.name, job.name, console_url=console, ref={**ref, "url": _job_url(ref, job.name)}
+            )
+            yield JobSummary(job.name, STATE_MAP.get(native, JobState.UNKNOWN), native, created, console, handle)
 
     def cancel(self, handle: JobHandle) -> None:
         self.check_handle(handle)
@@ -1028,13 +1096,151 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         self.retry.poll(lambda: azure.call(lambda: ml.jobs.begin_cancel(handle.job_id).result(), what))
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
-        """The job's output as `az ml job stream` shows it; ends when the job ends."""
+        """The job's log files as the service writes them (`user_logs/std_log*.txt` under the job's default
+        output in its datastore, where `MLClient.jobs.stream` reads them), each line prefixed with the rank or
+        node its file names. Each file is read from where the last read ended, so no line comes twice; with
+        `follow`, again every `log_interval` seconds until the job ends, and the lines written by its end last."""
         self.check_handle(handle)
-        yield from azure.stream_logs(self._client(handle.ref), handle.job_id)
+        job = self._job_json(handle)
+        reader = self._log_reader(handle, job)
+        if reader is None:  # no default output to read from: what `az ml job stream` shows, once the job ended
+            yield from azure.stream_logs(self._client(handle.ref), handle.job_id)
+            return
+        while True:
+            ended = not follow or self._state(handle)[1].terminal
+            for name, line in reader.read(final=ended):
+                yield _log_prefix(name) + line
+            if ended:
+                return
+            self.retry.sleep(self.log_interval)
+
+    def _job_json(self, handle: JobHandle) -> dict[str, Any]:
+        """The job's ARM JSON (the GET submit renders), for its default output."""
+        pipeline = self._client(handle.ref).jobs.service_client_01_2025_preview
+        url = str(handle.ref.get("url") or _job_url(handle.ref, handle.job_id))
+        found = self.retry.poll(lambda: _send(pipeline, HttpCall("GET", url)))
+        assert found is not None
+        return found[1]
+
+    def _log_reader(self, handle: JobHandle, job: Mapping[str, Any]) -> _LogReader | None:
+        """The container and folder of the job's logs, as `stream_logs_until_completion` finds them: the job's
+        `default` uri_folder output names a datastore and a path; the datastore (read with its secrets) names
+        the storage account and container."""
+        outputs = (job.get("properties") or {}).get("outputs") or {}
+        default = outputs.get("default") or {}
+        uri = str(default.get("uri") or "")
+        if default.get("jobOutputType", "uri_folder") != "uri_folder" or "datastores/" not in uri:
+            return None
+        store, _, prefix = uri.split("datastores/", 1)[1].partition("/")
+        prefix = prefix.removeprefix("paths/").strip("/")
+        ml = self._client(handle.ref)
+        what = f"read datastore {store} of job {handle.job_id}"
+        datastore = self.retry.poll(lambda: azure.call(lambda: ml.datastores.get(store, include_secrets=True), what))
+        account = str(datastore.account_name)
+        container_name = str(getattr(datastore, "container_name", None) or getattr(datastore, "filesystem", ""))
+        protocol = str(getattr(datastore, "protocol", None) or "https")
+        endpoint = str(getattr(datastore, "endpoint", None) or "core.windows.net")
+        secret = datastore.credentials
+        credential: Any
+        if getattr(secret, "sas_token", None):
+            credential = str(secret.sas_token)
+        elif getattr(secret, "account_key", None):
+            credential = {"account_name": account, "account_key": str(secret.account_key)}
+        else:  # an identity-based datastore: the workspace's credential reads it, as in the SDK
+            credential = self.credential or azure.default_credential()
+        container = azure.blob_container(
+            f"{protocol}://{account}.blob.{endpoint}",
+            container_name,
+            credential,
+            transport=self.storage_transport,
+            timeout=self.retry.call_timeout,
+        )
+        return _LogReader(container, prefix, self.retry)
 
 
 #: The settings that name the workspace, as a handle keeps them.
 WORKSPACE_KEYS = ("subscription_id", "resource_group", "workspace")
+
+
+#: The log files `MLClient.jobs.stream` reads (azure-ai-ml's `COMMON_RUNTIME_ALL_USER_LOG_PATTERN`; it streams
+#: only rank 0's, crosstrain every rank's): `user_logs/std_log.txt`, `user_logs/std_log_process_N.txt`, ...
+_LOG_FILE = re.compile(r"(^|/)user_logs/std_log[^/]*\.txt$")
+_LOG_NODE = re.compile(r"node_(\d+)")
+_LOG_RANK = re.compile(r"process_(\d+)")
+#: A line that says a process failed (how the failing rank's log is told from the others).
+_ERROR_LINE = re.compile(
+    r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b:|\bKilled\b|exit(ed)? (with )?code", re.I
+)
+
+
+def _log_numbers(name: str) -> tuple[int, int]:
+    base = name.rsplit("/", 1)[-1]
+    node, rank = _LOG_NODE.search(base), _LOG_RANK.search(base)
+    return (int(node[1]) if node else -1, int(rank[1]) if rank else -1)
+
+
+def _log_who(name: str) -> str:
+    """`rank N` (`node N rank M`) as the log file's name tells it; empty for a file that names neither."""
+    node, rank = _log_numbers(name)
+    parts = ([f"node {node}"] if node >= 0 else []) + ([f"rank {rank}"] if rank >= 0 else [])
+    return " ".join(parts)
+
+
+def _log_prefix(name: str) -> str:
+    who = _log_who(name)
+    return f"[{who}] " if who else ""
+
+
+class _LogReader:
+    """A job's log blobs, each read from the offset where the last read ended: a line is yielded once, whole
+    (a line still being written waits for its newline, unless the job has ended)."""
+
+    def __init__(self, container: Any, prefix: str, retry: RetryPolicy) -> None:
+        self.container = container
+        self.prefix = f"{prefix}/user_logs/" if prefix else "user_logs/"
+        self.retry = retry
+        self.offsets: dict[str, int] = {}
+        self.partial: dict[str, bytes] = {}
+
+    def _sizes(self) -> list[tuple[str, int]]:
+        what = f"list the logs under {self.prefix}"
+
+        def listing() -> list[tuple[str, int]]:
+            blobs = self.container.list_blobs(name_starts_with=self.prefix)
+            return [(str(b.name), int(b.size or 0)) for b in blobs if _LOG_FILE.search(str(b.name))]
+
+        found = self.retry.poll(lambda: azure.call(listing, what))
+        return sorted(found, key=lambda item: (*_log_numbers(item[0]), item[0]))
+
+    def _chunk(self, name: str, start: int, end: int) -> bytes:
+        what = f"read log {name}"
+
+        def download() -> bytes:
+            return bytes(self.container.download_blob(name, offset=start, length=end - start).readall())
+
+        return self.retry.poll(lambda: azure.call(download, what))
+
+    def read(self, *, final: bool = False) -> Iterator[tuple[str, str]]:
+        """(file, line) for every whole line written since the last read, file by file in rank order."""
+        for name, size in self._sizes():
+            start = self.offsets.get(name, 0)
+            if size > start:
+                data = self._chunk(name, start, size)
+                self.offsets[name] = start + len(data)
+                *lines, rest = (self.partial.pop(name, b"") + data).split(b"\n")
+                self.partial[name] = rest
+                for line in lines:
+                    yield name, line.decode("utf-8", "replace").rstrip("\r")
+            if final and self.partial.get(name):
+                yield name, self.partial.pop(name).decode("utf-8", "replace").rstrip("\r")
+
+
+def _job_url(ref: Mapping[str, Any], name: str) -> str:
+    return (
+        f"{ARM}/subscriptions/{ref['subscription_id']}/resourceGroups/{ref['resource_group']}"
+        f"/providers/Microsoft.MachineLearningServices/workspaces/{ref['workspace']}/jobs/{name}"
+        f"?api-version={API_VERSION}"
+    )
 
 
 def fingerprint_of_job(job: Mapping[str, Any]) -> str | None:
