@@ -3,14 +3,22 @@ training command runs where the platform starts one process per node."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlencode
 
 from crosstrain import secrets
-from crosstrain.backends.base import launcher_command
-from crosstrain.errors import Problem
+from crosstrain.backends.base import HttpCall, Request, launcher_command, shown
+from crosstrain.errors import Problem, SubmitError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from google.cloud.storage import Client
+
+    from crosstrain.packaging import CodeRef
+    from crosstrain.retry import RetryPolicy
     from crosstrain.spec import PoolView, TrainingJob
 
 # The label that carries crosstrain's render-time identity, so a job can be found again after a lost response,
@@ -107,3 +115,171 @@ def launch_problems(job: TrainingJob, pool: PoolView, gpu_count: int, platform: 
             )
         )
     return problems
+
+
+# ---- shipping the code: the bundle's sdist in Cloud Storage ------------------------------------------------
+#: Where a staging bucket's objects are uploaded (the JSON API's media endpoint).
+STORAGE_UPLOAD = "https://storage.googleapis.com/upload/storage/v1/b/{bucket}/o"
+_STAGING = re.compile(r"gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(?:/(?P<prefix>[^\x00\r\n]*?))?/*")
+_UPLOAD_URL = re.compile(
+    r"https://storage\.googleapis\.com/upload/storage/v1/b/(?P<bucket>[a-z0-9][a-z0-9._-]*[a-z0-9])/o\?(?P<query>.*)"
+)
+#: The module a package job runs: the bundle's bootstrap (`crosstrain.bootstrap`).
+PYTHON_MODULE = "crosstrain_code"
+
+
+def staging_problem(value: str) -> str | None:
+    """Why `value` is not a gs://bucket[/prefix] staging location, or None."""
+    if not _STAGING.fullmatch(value):
+        return f"{value!r} is not a Cloud Storage location; write gs://BUCKET or gs://BUCKET/PREFIX"
+    return None
+
+
+def staged_object(staging_bucket: str, short: str) -> tuple[str, str]:
+    """(bucket, object name) of a bundle's sdist: content-addressed under the staging prefix, so an unchanged
+    folder is found where it was uploaded before."""
+    from crosstrain.packaging import ARCHIVE_NAME
+
+    match = _STAGING.fullmatch(staging_bucket)
+    assert match is not None, "the setting's validator refuses anything else"
+    prefix = (match["prefix"] or "").strip("/")
+    name = f"{prefix + '/' if prefix else ''}crosstrain/code/{short}/{ARCHIVE_NAME}"
+    return match["bucket"], name
+
+
+def upload_call(bucket: str, name: str, code: CodeRef) -> HttpCall:
+    """The rendered upload of the bundle's sdist: where it goes and what it holds (not its bytes)."""
+    from crosstrain.packaging import ARCHIVE_NAME
+
+    url = f"{STORAGE_UPLOAD.format(bucket=bucket)}?{urlencode({'uploadType': 'multipart', 'name': name})}"
+    body = {
+        "name": name,
+        "contentType": "application/gzip",
+        "metadata": {"crosstrain-sha256": code.digest},
+        "archive": {"format": f"sdist {ARCHIVE_NAME}", "sha256": code.digest, "files": code.files, "bytes": code.bytes},
+    }
+    return HttpCall(
+        "POST",
+        url,
+        body,
+        purpose=f"upload the job's code ({code.files} files, {code.bytes} bytes, and crosstrain's runtime) as "
+        f"{ARCHIVE_NAME}, unless gs://{bucket}/{name} already exists (its name is its digest): a re-submit "
+        "uploads nothing; resumable above 8 MiB",
+    )
+
+
+def uploaded_object(call: HttpCall) -> tuple[str, str] | None:
+    """(bucket, object name) of a rendered upload call, or None where the call is not one."""
+    match = _UPLOAD_URL.fullmatch(call.url) if isinstance(call.url, str) else None
+    if match is None:
+        return None
+    names = parse_qs(match["query"]).get("name") or []
+    return (match["bucket"], names[0]) if len(names) == 1 else None
+
+
+def upload_problems(calls: tuple[HttpCall, ...], code: CodeRef | None) -> list[Problem]:
+    """A request's upload calls that are not the upload of its own bundle to storage.googleapis.com."""
+    problems = []
+    for i, call in enumerate(calls[:-1]):
+        where = uploaded_object(call)
+        if where is None:
+            continue
+        if code is None or f"/crosstrain/code/{code.digest[:32]}/" not in f"/{where[1]}":
+            problems.append(
+                Problem(
+                    f"request.calls[{i}].url",
+                    f"{shown(call.url)} does not upload this request's code to its content address",
+                    "render the request again",
+                )
+            )
+    return problems
+
+
+def code_refusals(job: TrainingJob, staging_bucket: str | None, target: str, platform: str) -> list[Problem]:
+    """What shipping `job.code` needs on a Google target: a staging bucket, and a command on every pool."""
+    problems: list[Problem] = []
+    if job.code is None:
+        if job.requirements is not None:
+            problems.append(
+                Problem(
+                    "requirements",
+                    f"{platform} installs requirements from the job's code package (its install_requires), and the "
+                    "job ships no code",
+                    "set `code` (the folder with your training code), or bake the requirements into your image",
+                )
+            )
+        return problems
+    if not staging_bucket:
+        problems.append(
+            Problem(
+                "code",
+                f"{platform} fetches the code package from Cloud Storage, and no staging bucket is set",
+                f"set targets.{target}.staging_bucket: gs://BUCKET[/PREFIX] (or --set staging_bucket=gs://...)",
+            )
+        )
+    for pool in job.pools():
+        if not pool.command:
+            problems.append(
+                Problem(
+                    "command" if pool.role == "primary" else f"{pool.role}.command",
+                    "the shipped code runs through crosstrain's bootstrap, which needs the command to run "
+                    f"({pool.role} has none: the image's entrypoint cannot run the code)",
+                    "set `command`, e.g. [python, train.py]",
+                )
+            )
+    return problems
+
+
+#: Run on a container that is not a pre-built one: unpack the sdist from the Cloud Storage FUSE mount into a
+#: fresh folder and start the bootstrap there. Standard library only (no pip); argv: ARCHIVE [BOOTSTRAP ARGS...].
+FUSE_BOOTSTRAP = (
+    "import os, sys, tarfile, tempfile\n"
+    "d = tempfile.mkdtemp(prefix='crosstrain-code-')\n"
+    "with tarfile.open(sys.argv[1]) as t:\n"
+    "    t.extractall(d, **({'filter': 'data'} if hasattr(tarfile, 'data_filter') else {}))\n"
+    "os.chdir(os.path.join(d, 'crosstrain_code-1.0'))\n"
+    "os.execv(sys.executable, [sys.executable, '-m', 'crosstrain_code', *sys.argv[2:]])\n"
+)
+
+
+def fuse_command(bucket: str, name: str, command: list[str], *, install: bool) -> list[str]:
+    """A container command that runs `command` from the bundle read through /gcs/<bucket>/<object>."""
+    from crosstrain.backends.base import bundle_command
+
+    return ["python3", "-c", FUSE_BOOTSTRAP, f"/gcs/{bucket}/{name}", *bundle_command(command, install=install)[3:]]
+
+
+def fuse_bootstrap_args(argv: list[str]) -> list[str] | None:
+    """The bootstrap's arguments in a `fuse_command`, or None where `argv` is not one (local emulation runs
+    them from the unpacked bundle instead of the FUSE mount)."""
+    if len(argv) >= 4 and argv[:3] == ["python3", "-c", FUSE_BOOTSTRAP] and argv[3].startswith("/gcs/"):
+        return argv[4:]
+    return None
+
+
+def storage_client(project: str, extra: str) -> Client:
+    """google-cloud-storage's client for `project` (STORAGE_EMULATOR_HOST points it at an emulator)."""
+    from crosstrain.adaptors import gcs
+
+    return gcs.client(project, extra=extra)
+
+
+def ship_code(request: Request, client: Callable[[], Client], retry: RetryPolicy) -> int:
+    """Upload the request's code to every upload call's object that does not hold it yet (the folder packaged
+    again, refused if it changed since the render); the number of objects uploaded. No client is made for a
+    request that uploads nothing."""
+    uploads = [where for call in request.calls[:-1] if (where := uploaded_object(call)) is not None]
+    if not uploads:
+        return 0
+    if request.code is None:
+        raise SubmitError("the request uploads code and names no folder to upload: render it again")
+    from crosstrain import packaging
+    from crosstrain.adaptors import gcs
+
+    made = packaging.check_unchanged(request.code)  # UploadRefused (exit 2) if the folder changed
+    storage = client()
+    sent = 0
+    for bucket, name in uploads:
+        ship = functools.partial(gcs.ship, storage, bucket, name, made, timeout=retry.call_timeout)
+        sent += retry.poll(ship)
+    return sent

@@ -10,6 +10,13 @@ derived from the render-time identity is the idempotency key: a create that meet
 it only if its `crosstrain-id` label is this identity and its `crosstrain-fp` label this request's fingerprint
 (a job made from another request is an `IdentityConflict`, and nothing is created).
 
+A job with `code:` ships the folder as one sdist (`crosstrain.packaging`) to the `staging_bucket` setting, at a
+content-addressed object, before the create (google-cloud-storage; an object that already holds the bundle is
+not sent again). The job then names it in `trainingInput.packageUris`, with `pythonModule` `crosstrain_code`
+(the bundle's bootstrap) and `args` `-- COMMAND...`, on a pre-built PyTorch container as every pool's
+`imageUri` (`environment: pytorch[:X.Y]`, `targets.aiplatform.environment`) or your own image, or on a
+`runtime_version`. The package carries the job's requirements (its install_requires).
+
 Requests go over REST with google-auth's `AuthorizedSession`, through `crosstrain.adaptors.google_rest`
 (imported only when something is sent), which maps every failure to crosstrain's three kinds. A handle or a
 request from a file goes only to Google's endpoints (ml.googleapis.com, ml.mtls.googleapis.com) or the
@@ -26,16 +33,25 @@ from urllib.parse import quote, unquote, urlsplit
 
 from pydantic import Field, field_validator
 
-from crosstrain import catalog, secrets
+from crosstrain import catalog, packaging, secrets
 from crosstrain.adaptors import google_rest
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
     IDENTITY_LABEL,
+    PYTHON_MODULE,
     SECRET_STORES,
+    code_refusals,
     label_problems,
     labels,
     launch_problems,
     node_command,
+    ship_code,
+    staged_object,
+    staging_problem,
+    storage_client,
+    upload_call,
+    upload_problems,
+    uploaded_object,
 )
 from crosstrain.backends.base import (
     Backend,
@@ -49,11 +65,16 @@ from crosstrain.backends.base import (
     origin_of,
     shown,
 )
+from crosstrain.environments import Runtime, Runtimes
 from crosstrain.errors import Problem, SubmitError
 from crosstrain.settings import TargetSettings, setting
+from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import requests
+    from google.cloud.storage import Client as StorageClient
 
     from crosstrain.spec import PoolView, TrainingJob
 
@@ -92,6 +113,27 @@ GOOGLE_ENDPOINTS = ("https://ml.googleapis.com", "https://ml.mtls.googleapis.com
 _JOBS_PATH = re.compile(r"/v1/projects/(?P<project>[^/]+)/jobs(?:/(?P<job>[^/:]+))?")
 
 
+# ---- Pre-built PyTorch containers (masterConfig.imageUri of a package job) ------------------------------------
+#: Source: https://cloud.google.com/ai-platform/training/docs/getting-started-pytorch and the ai-platform-samples
+#: scripts (../shared/reference/code-environments-data.md section 2): `pytorch-{cpu,gpu}.1-N`, N from 4 to 10 seen.
+#: The service is shut down and its list is gone: each entry below 1-10 is UNVERIFIED, as are the CPU flavours.
+_AIP_IMAGE = "gcr.io/cloud-ml-public/training/pytorch-{flavour}.{version}"
+_AIP_SOURCE = "https://cloud.google.com/ai-platform/training/docs/getting-started-pytorch"
+RUNTIMES = Runtimes(
+    "AI Platform Training",
+    tuple(
+        Runtime(
+            f"1.{minor}",
+            _AIP_IMAGE.format(flavour="gpu", version=f"1-{minor}"),
+            _AIP_IMAGE.format(flavour="cpu", version=f"1-{minor}"),
+            _AIP_SOURCE + ("" if minor == 10 else " (UNVERIFIED: seen in samples)"),
+        )
+        for minor in range(10, 3, -1)
+    ),
+    "targets.aiplatform.environment (an image URI) or targets.aiplatform.runtime_version",
+)
+
+
 class AIPlatformSettings(TargetSettings):
     project: str = setting(
         description="Google Cloud project id that owns the job.",
@@ -114,11 +156,33 @@ class AIPlatformSettings(TargetSettings):
     priority: int | None = Field(
         None, ge=0, le=1000, description="Scheduling priority among jobs that want the same accelerators (0-1000)."
     )
+    staging_bucket: str | None = setting(
+        None,
+        description="gs://BUCKET[/PREFIX] the job's `code` is uploaded to (as one content-addressed sdist).",
+        env=("CROSSTRAIN_STAGING_BUCKET",),
+    )
+    environment: str | None = setting(
+        None, description="A pre-built container image to run the job's code on; overrides the job's `environment`."
+    )
+    runtime_version: str | None = setting(
+        None,
+        description="An AI Platform runtime version to run the job's code on instead of a container "
+        "(trainingInput.runtimeVersion; the runtimes hold TensorFlow, scikit-learn and XGBoost, not PyTorch).",
+    )
+    python_version: str | None = setting(None, description="The runtime's Python version, e.g. 3.7.")
     endpoint: str = setting(
         "https://ml.googleapis.com",
         description="API root (https://ml.mtls.googleapis.com for mTLS).",
         env=("CROSSTRAIN_AIPLATFORM_ENDPOINT",),
     )
+
+    @field_validator("staging_bucket")
+    @classmethod
+    def _staging(cls, value: str | None) -> str | None:
+        problem = staging_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("endpoint")
     @classmethod
@@ -158,22 +222,45 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         logs=True,
         dedupes_create=True,  # the jobId is chosen at render time: a repeated create meets 409 ALREADY_EXISTS
         secret_stores=SECRET_STORES,
+        code=True,
+        requirements=True,  # the package's install_requires
+        environments=True,
     )
     conflict_fix = "submit with --run-id new (or another run_id): AI Platform keeps a jobId for good"
 
-    def __init__(self, *, session: requests.Session | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        session: requests.Session | None = None,
+        storage_client: Callable[[str], StorageClient] | None = None,
+        **kwargs: Any,
+    ) -> None:
         """`session`: the `requests.Session` calls go through; by default google-auth's `AuthorizedSession`
-        with Application Default Credentials, made on the first call (tests pass one aimed at a loopback server)."""
+        with Application Default Credentials, made on the first call (tests pass one aimed at a loopback server).
+        `storage_client(project)`: the Cloud Storage client a job's code is uploaded with; by default
+        google-cloud-storage's, which honours STORAGE_EMULATOR_HOST."""
         super().__init__(**kwargs)
         self.session = session
+        self.storage_client = storage_client
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: AIPlatformSettings) -> list[Problem]:
         # A reduction server is refused by the generic capability check, which points to --target vertex.
         problems = label_problems(job)
+        problems += code_refusals(job, settings.staging_bucket, self.name, "AI Platform Training")
+        try:
+            packaging.for_job(job)
+        except UploadRefused as refused:
+            problems.append(refused.problem)
+        package_args: dict[str, list[str]] = {}
         for pool in job.pools():
             machine = _resolve(pool, problems)
             problems += launch_problems(job, pool, machine.gpu_count if machine else 0, "AI Platform Training")
+            runtime = _runtime_image(job, settings, pool, machine)
+            if isinstance(runtime, Problem):
+                problems.append(runtime)
+            if job.code is not None and pool.command:
+                package_args[pool.role] = _package_args(job, pool, machine)
             if pool.env and not pool.command:
                 problems.append(
                     Problem(
@@ -191,15 +278,26 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
                         f"use one of {', '.join(_BOOT_DISK_TYPES)}, or --target vertex",
                     )
                 )
-        if not job.pools()[0].image:
-            # The API takes `masterConfig.imageUri` or a `runtimeVersion` (a Python package job), which a
-            # crosstrain job cannot describe; the other pools fall back to the master's image.
+        if len({tuple(args) for args in package_args.values()}) > 1:
+            problems.append(
+                Problem(
+                    "command",
+                    "AI Platform Training runs one Python module with one argument list on every pool of a "
+                    "package job, and the pools' commands, arguments or environments differ",
+                    "give every pool the same command, args and env, or use --target vertex",
+                )
+            )
+        primary = job.pools()[0]
+        has_runtime = job.environment is not None or settings.environment is not None
+        if not primary.image and not has_runtime and not (settings.runtime_version and job.code is not None):
+            # The API takes `masterConfig.imageUri`, or a `runtimeVersion` running a Python package.
             problems.append(
                 Problem(
                     "image",
-                    "AI Platform Training needs a container image for the master (its other form, a runtime "
-                    "version running a Python package, is not something crosstrain renders)",
-                    "set `image` (or `primary.image`)",
+                    "AI Platform Training needs a container image for the master, or a runtime version running "
+                    "the job's code as a Python package",
+                    "set `image`, or `environment: pytorch` (a pre-built PyTorch container), or `code` with "
+                    "targets.aiplatform.runtime_version",
                 )
             )
         if job.scheduling.max_restarts is not None:
@@ -243,13 +341,35 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         identity = ids.identity
         training_input: dict[str, Any] = {"scaleTier": "CUSTOM", "region": settings.region}
         secret_notes = [f"{p.role}: {secrets.runtime_note(p)}" for p in job.pools() if p.secrets]
+        bundle = packaging.for_job(job)
+        calls: list[HttpCall] = []
+        code_notes: list[str] = []
+        if bundle is not None:
+            assert settings.staging_bucket, "platform_refusals refuses code without a staging bucket"
+            bucket, name = staged_object(settings.staging_bucket, bundle.short)
+            calls.append(upload_call(bucket, name, bundle.ref))
+            training_input["packageUris"] = [f"gs://{bucket}/{name}"]
+            training_input["pythonModule"] = PYTHON_MODULE
+            primary = job.pools()[0]
+            training_input["args"] = _package_args(job, primary, _resolve(primary, []))
+            code_notes.append(f"ships {bundle.describe()} to gs://{bucket}/{name}")
+            code_notes.append(
+                "AI Platform pip-installs the package (with the job's requirements) and runs python -m "
+                f"{PYTHON_MODULE} on every pool"
+            )
         for pool in job.pools():
             type_key, count_key, config_key = _POOL_FIELDS[pool.role]
             machine = _resolve(pool, [])
             training_input[type_key] = (machine.machine_type if machine else None) or DEFAULT_MACHINE_TYPE
             if count_key:
                 training_input[count_key] = str(pool.replicas)
-            training_input[config_key] = _replica_config(job, pool, machine)
+            image = _runtime_image(job, settings, pool, machine)
+            assert not isinstance(image, Problem), "platform_refusals refuses a runtime the table lacks"
+            training_input[config_key] = _replica_config(job, pool, machine, image=image, package=bundle is not None)
+        if bundle is not None and not (training_input["masterConfig"].get("imageUri")):
+            training_input["runtimeVersion"] = settings.runtime_version
+            if settings.python_version:
+                training_input["pythonVersion"] = settings.python_version
         scheduling: dict[str, Any] = {}
         if job.scheduling.timeout:
             scheduling["maxRunningTime"] = f"{job.scheduling.timeout}s"
@@ -282,16 +402,20 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             self.name,
             identity,
             job.name,
-            (call,),
+            (*calls, call),
             settings.model_dump(mode="json"),
-            notes=(SHUTDOWN_NOTE, *secret_notes),
+            notes=(SHUTDOWN_NOTE, *code_notes, *secret_notes),
+            code=bundle.ref if bundle else None,
         )
 
     def fingerprint_view(self, request: Request) -> Any:
         """The calls as the platform receives them, less the endpoint's host: the same job sent through
         ml.mtls.googleapis.com (or a regional or private endpoint) is the same job, under the same jobId."""
         views = super().fingerprint_view(request)
-        return [{**view, "url": urlsplit(call.url).path} for view, call in zip(views, request.calls, strict=True)]
+        return [
+            {**view, "url": call.url if uploaded_object(call) else urlsplit(call.url).path}
+            for view, call in zip(views, request.calls, strict=True)
+        ]
 
     def format(self, request: Request, fmt: str) -> str:
         if fmt != "gcloud":
@@ -373,9 +497,10 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         return problems
 
     def request_problems(self, request: Request) -> list[Problem]:
-        return [
+        return upload_problems(request.calls, request.code) + [
             problem
             for i, call in enumerate(request.calls)
+            if call is request.create or uploaded_object(call) is None  # uploads: upload_problems
             for problem in self._url_problems(
                 call.url, f"request.calls[{i}].url", "request", job=call is not request.create
             )
@@ -393,8 +518,15 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
     def _get(self, url: str) -> dict[str, Any]:
         return google_rest.json_of(self._call("GET", url))
 
+    def _upload(self, request: Request) -> None:
+        """Upload the request's code to each upload call's object, unless it is there already."""
+        project = self.request_settings(request).project
+        factory, extra = self.storage_client, self.extra or ""
+        ship_code(request, lambda: factory(project) if factory else storage_client(project, extra), self.retry)
+
     def send(self, request: Request) -> JobHandle:
         self.check_request(request)
+        self._upload(request)
         settings = self.request_settings(request)
         call = request.create
         body = call.body
@@ -508,20 +640,52 @@ def _vertex_only(pool: PoolView, kind: str) -> Problem:
     )
 
 
-def _replica_config(job: TrainingJob, pool: PoolView, machine: catalog.ResolvedMachine | None) -> dict[str, Any]:
-    """One ReplicaConfig. The image is always explicit, even where the API would default it to the master's."""
-    config: dict[str, Any] = {}
+def _runtime_image(
+    job: TrainingJob, settings: AIPlatformSettings, pool: PoolView, machine: catalog.ResolvedMachine | None
+) -> str | Problem | None:
+    """A pool's image: its own, else the environment setting, else the job's portable environment from
+    `RUNTIMES` (GPU or CPU flavour by the pool's machine), else None (a runtime version, or refused)."""
     if pool.image:
-        config["imageUri"] = pool.image
+        return pool.image
+    if settings.environment:
+        return settings.environment
+    if job.environment is None:
+        return None
+    return RUNTIMES.pick(job.environment, bool(machine and machine.gpu_count))
+
+
+def _package_args(job: TrainingJob, pool: PoolView, machine: catalog.ResolvedMachine | None) -> list[str]:
+    """The package job's `args`: the bootstrap's, `-- COMMAND ARGS` (the environment through `env`: the API has
+    no field for it)."""
+    command = node_command(job, pool, machine.gpu_count if machine else 0) or []
+    env = {**pool.env, **secrets.reference_env(pool)}  # a secret's reference, never its value
+    if env:
+        command = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *command]
+    return ["--", *command, *pool.args]
+
+
+def _replica_config(
+    job: TrainingJob,
+    pool: PoolView,
+    machine: catalog.ResolvedMachine | None,
+    *,
+    image: str | None = None,
+    package: bool = False,
+) -> dict[str, Any]:
+    """One ReplicaConfig. The image is always explicit, even where the API would default it to the master's.
+    In a package job the command is the job's `args` (`_package_args`), not the container's."""
+    config: dict[str, Any] = {}
+    if image or pool.image:
+        config["imageUri"] = image or pool.image
     if machine and machine.accelerator and machine.gpu_count:
         config["acceleratorConfig"] = {"count": str(machine.gpu_count), "type": machine.accelerator}
-    command = node_command(job, pool, machine.gpu_count if machine else 0)
+    command = None if package else node_command(job, pool, machine.gpu_count if machine else 0)
     if command:
         env = {**pool.env, **secrets.reference_env(pool)}  # a secret's reference, never its value
         if env:
             command = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *command]
         config["containerCommand"] = command
-    if pool.args:
+    if pool.args and not package:
         config["containerArgs"] = list(pool.args)
     if pool.boot_disk and (pool.boot_disk.type or pool.boot_disk.size_gb):
         disk: dict[str, Any] = {}

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from crosstrain import packaging
+from crosstrain.backends._google import fuse_bootstrap_args
 from crosstrain.backends.base import (
     Backend,
     Capabilities,
@@ -98,8 +99,8 @@ PLACEHOLDER_IMAGE = "local-emulation/no-image:latest"
 MAX_NODES = 64
 # Placeholder account settings for rendering a cloud target's request when the job file names none.
 _PLACEHOLDER_ACCOUNTS: dict[str, dict[str, str]] = {
-    "vertex": {"project": "local-emulation", "region": "us-central1"},
-    "aiplatform": {"project": "local-emulation", "region": "us-central1"},
+    "vertex": {"project": "local-emulation", "region": "us-central1", "staging_bucket": "gs://local-emulation"},
+    "aiplatform": {"project": "local-emulation", "region": "us-central1", "staging_bucket": "gs://local-emulation"},
     "azureml": {
         "subscription_id": "00000000-0000-0000-0000-000000000000",
         "resource_group": "local-emulation",
@@ -317,7 +318,7 @@ class LocalBackend(Backend[LocalSettings]):
                     pool: getattr(job, pool).model_copy(update={"machine": machine}) for pool in ("primary", "workers")
                 }
             )
-        if not job.image and not job.primary.image:  # no image is pulled here, but the platform wants one named
+        if not job.image and not job.primary.image and not job.environment:  # none is pulled, but one is named
             job = job.model_copy(update={"image": PLACEHOLDER_IMAGE})
         section = {**_PLACEHOLDER_ACCOUNTS[target], **job.targets.get(target, {})}
         job = job.model_copy(update={"targets": {**job.targets, target: section}})
@@ -505,8 +506,16 @@ def _vertex_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]
     plan = []
     for node in range(nodes):
         pool, index = ("workerpool0", 0) if node == 0 else ("workerpool1", node - 1)
-        container = specs[0 if node == 0 else 1]["containerSpec"]
-        argv = [*container.get("command", []), *container.get("args", [])]
+        spec = specs[0 if node == 0 else 1]
+        if "pythonPackageSpec" in spec:  # the package pip-installed on a pre-built container: here, unpacked
+            container = spec["pythonPackageSpec"]
+            argv = ["python", "-m", container["pythonModule"], *container.get("args", [])]
+        else:
+            container = spec["containerSpec"]
+            argv = [*container.get("command", []), *container.get("args", [])]
+            fused = fuse_bootstrap_args(argv)
+            if fused is not None:  # the archive read through the FUSE mount: here, the one unpacked for the run
+                argv = ["python", "-m", PACKAGE, *fused]
         env = {item["name"]: item["value"] for item in container.get("env", [])}
         task = {"type": pool, "index": index, "trial": ""}
         env["CLUSTER_SPEC"] = json.dumps({"cluster": cluster, "task": task, "environment": "cloud"})
@@ -547,7 +556,10 @@ def _aiplatform_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_N
     plan = []
     for node in range(nodes):
         config = training["masterConfig"] if node == 0 else training.get("workerConfig", training["masterConfig"])
-        argv = [*config.get("containerCommand", []), *config.get("containerArgs", [])]
+        if training.get("packageUris"):  # the package pip-installed on the nodes: here, the bundle unpacked
+            argv = ["python", "-m", training["pythonModule"], *training.get("args", [])]
+        else:
+            argv = [*config.get("containerCommand", []), *config.get("containerArgs", [])]
         task = {"type": "master", "index": 0} if node == 0 else {"type": "worker", "index": node - 1}
         env = {
             "MASTER_ADDR": LOOPBACK,

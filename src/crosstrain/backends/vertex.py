@@ -13,6 +13,15 @@ A handle or a request from a file is sent only to Vertex AI's regional endpoints
 (`<region>-aiplatform.googleapis.com`), in the configured project where one is set, checked before any
 credential is loaded.
 
+A job with `code:` ships the folder as one sdist (`crosstrain.packaging`) to the `staging_bucket` setting,
+at a content-addressed object (`<prefix>/crosstrain/code/<digest>/crosstrain_code-1.0.tar.gz`), before the
+create; the upload is the request's first call, and an object that already holds the bundle is not sent again.
+A pool on a pre-built PyTorch container (`environment: pytorch[:X.Y]`, or `targets.vertex.environment` naming
+an executor image) gets a `pythonPackageSpec`: Vertex pip-installs the package (and the job's requirements, its
+install_requires) and runs `python -m crosstrain_code -- COMMAND`. A pool on your own `image` gets a
+`containerSpec` whose command unpacks the sdist from the Cloud Storage FUSE mount (`/gcs/<bucket>/<object>`)
+with the standard library and runs the same bootstrap (`--install` pip-installs the requirements there).
+
 Pool positions are Vertex's: [0] primary (one replica), [1] workers, [2] reduction server or parameter
 servers, [3] evaluators; a skipped pool before a used one is `{}`, trailing empty pools are left out.
 Sources: ../shared/reference/google.md sections 1, 2 and 5.
@@ -31,17 +40,27 @@ from urllib.parse import quote, unquote, urlencode, urlparse, urlsplit
 
 from pydantic import field_validator
 
-from crosstrain import catalog, secrets
+from crosstrain import catalog, packaging, secrets
 from crosstrain.adaptors import gapic
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
     IDENTITY_LABEL,
+    PYTHON_MODULE,
     SECRET_STORES,
+    code_refusals,
+    fuse_command,
     label_problems,
     labels,
     launch_problems,
     node_command,
     runs_under_launcher,
+    ship_code,
+    staged_object,
+    staging_problem,
+    storage_client,
+    upload_call,
+    upload_problems,
+    uploaded_object,
 )
 from crosstrain.backends.base import (
     Backend,
@@ -54,13 +73,16 @@ from crosstrain.backends.base import (
     Request,
     shown,
 )
+from crosstrain.environments import Runtime, Runtimes
 from crosstrain.errors import Problem, SubmitError, TransientError
 from crosstrain.settings import TargetSettings, setting
+from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from google.cloud.aiplatform_v1 import CustomJob, JobServiceClient
+    from google.cloud.storage import Client as StorageClient
 
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import PoolView, TrainingJob
@@ -92,6 +114,32 @@ REDUCTION_SERVER_IMAGE = "{geo}-docker.pkg.dev/vertex-ai-restricted/training/red
 _NEAREST_GEO = (
     (("europe-", "me-", "africa-"), "europe"),
     (("asia-", "australia-"), "asia"),
+)
+
+# ---- Pre-built PyTorch training containers (executor images of a pythonPackageSpec) ----------------------
+#: `{geo}` is the multi-region nearest the job's region (us, europe, asia). Source: the URI shape and the images
+#: below are those of https://cloud.google.com/vertex-ai/docs/training/pre-built-containers as seen in public
+#: code and google-cloud-aiplatform 2.7.0 (../shared/reference/code-environments-data.md section 1.3). The
+#: official list was not in reach: which release is newest is UNVERIFIED (2.5 was seen for GPUs only), so the
+#: table is overridable with targets.vertex.environment.
+PREBUILT = "{geo}-docker.pkg.dev/vertex-ai/training/"
+RUNTIMES = Runtimes(
+    "Vertex AI",
+    (
+        Runtime(
+            "2.5",
+            PREBUILT + "pytorch-gpu.2-5.py310:latest",
+            None,  # no CPU image of 2.5 was seen: UNVERIFIED
+            "https://cloud.google.com/vertex-ai/docs/training/pre-built-containers (UNVERIFIED: seen in public code)",
+        ),
+        Runtime(
+            "2.4",
+            PREBUILT + "pytorch-gpu.2-4.py310:latest",
+            PREBUILT + "pytorch-cpu.2-4.py310:latest",
+            "https://cloud.google.com/vertex-ai/docs/training/pre-built-containers",
+        ),
+    ),
+    "targets.vertex.environment (an executor image URI)",
 )
 
 # ---- Reduction Server sizing -------------------------------------------------------------------------------
@@ -173,6 +221,24 @@ class VertexSettings(TargetSettings):
     base_output_dir: str | None = setting(
         None, description="gs:// prefix for AIP_MODEL_DIR and friends; overrides the job's `output_dir`."
     )
+    staging_bucket: str | None = setting(
+        None,
+        description="gs://BUCKET[/PREFIX] the job's `code` is uploaded to (as one content-addressed sdist).",
+        env=("CROSSTRAIN_STAGING_BUCKET",),
+    )
+    environment: str | None = setting(
+        None,
+        description="A pre-built training container (executor image URI) to run the job's code on; overrides "
+        "the job's `environment`.",
+    )
+
+    @field_validator("staging_bucket")
+    @classmethod
+    def _staging(cls, value: str | None) -> str | None:
+        problem = staging_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("region")
     @classmethod
@@ -211,6 +277,9 @@ class VertexBackend(Backend[VertexSettings]):
         logs=True,
         frameworks=frozenset({"pytorch", "tensorflow"}),
         secret_stores=SECRET_STORES,
+        code=True,
+        requirements=True,  # the package's install_requires, or the bootstrap's --install on your own image
+        environments=True,
     )
     conflict_fix = (
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
@@ -220,33 +289,42 @@ class VertexBackend(Backend[VertexSettings]):
         self,
         *,
         client_factory: Callable[[str], JobServiceClient] | None = None,
+        storage_client: Callable[[str], StorageClient] | None = None,
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
         settings: Mapping[str, Any] | None = None,
     ) -> None:
         """`client_factory(endpoint)` makes the job service client for a regional endpoint (a host name, as
         the rendered URL has it); by default the GAPIC client on its REST transport with Application Default
-        Credentials. Tests pass one pointed at a loopback service."""
+        Credentials. Tests pass one pointed at a loopback service. `storage_client(project)` makes the Cloud
+        Storage client a job's code is uploaded with; by default google-cloud-storage's, which honours
+        STORAGE_EMULATOR_HOST."""
         super().__init__(retry=retry, environ=environ, settings=settings)
         self.client_factory = client_factory
+        self.storage_client = storage_client
         self._clients: dict[str, JobServiceClient] = {}
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
         problems = label_problems(job)
         machines: dict[str, _Machine] = {}
+        problems += code_refusals(job, settings.staging_bucket, self.name, "Vertex AI")
+        problems += _bundle_problems(job)
         for pool in job.pools():
-            if not pool.image:
-                problems.append(
-                    Problem(f"{pool.role}.image", "Vertex AI needs a container image for every pool", "set `image`")
-                )
             problems += _pool_limits(job, pool)
             try:
                 machines[pool.role] = _resolve(pool)
             except catalog.CatalogError as error:
                 problems.append(error.problem)
+                if not pool.image and not job.environment and not settings.environment:
+                    problems.append(_no_image(pool))
             else:
                 problems += launch_problems(job, pool, machines[pool.role].gpu_count, "Vertex AI")
+                executor = _executor(job, settings, pool, machines[pool.role])
+                if isinstance(executor, Problem):
+                    problems.append(executor)
+                elif not pool.image and executor is None:
+                    problems.append(_no_image(pool))
         if job.reduction_server:
             problems += _reduction_server_problems(job, machines)
         if job.scheduling.spot and job.scheduling.max_wait:
@@ -264,10 +342,23 @@ class VertexBackend(Backend[VertexSettings]):
         identity = ids.identity
         notes: list[str] = []
         pools: list[dict[str, Any]] = [{}, {}, {}, {}]
+        bundle = packaging.for_job(job)
+        calls: list[HttpCall] = []
+        staged: tuple[str, str] | None = None
+        if bundle is not None:
+            assert settings.staging_bucket, "platform_refusals refuses code without a staging bucket"
+            staged = staged_object(settings.staging_bucket, bundle.short)
+            calls.append(upload_call(*staged, bundle.ref))
+            notes.append(f"ships {bundle.describe()} to gs://{staged[0]}/{staged[1]}")
+        forms: set[str] = set()
         for pool in job.pools():
             machine = _resolve(pool)
             index = {"primary": 0, "workers": 1, "parameter_servers": 2, "evaluators": 3}[pool.role]
             command = node_command(job, pool, machine.gpu_count)
+            executor = _executor(job, settings, pool, machine)
+            assert not isinstance(executor, Problem), "platform_refusals refuses a runtime the table lacks"
+            image = pool.image or executor
+            assert image is not None, "platform_refusals refuses a pool without an image"
             if pool.secrets and (pool.role == "primary" or pool.secrets != job.pools()[0].secrets):
                 notes.append(f"{pool.role}: {secrets.runtime_note(pool)}")
             if pool.role == "primary" and pool.command and runs_under_launcher(job, machine.gpu_count):
@@ -276,7 +367,15 @@ class VertexBackend(Backend[VertexSettings]):
                     f"starts {job.processes_per_node(machine.gpu_count)} per node (the image needs crosstrain "
                     "installed)"
                 )
-            pools[index] = _pool_spec(pool.replicas, machine, pool, command)
+            package = None
+            if staged is not None and bundle is not None and command:
+                if pool.image is None:
+                    package = f"gs://{staged[0]}/{staged[1]}"
+                    forms.add("package")
+                else:
+                    command = fuse_command(*staged, command, install=bool(bundle.requirements))
+                    forms.add("fuse")
+            pools[index] = _pool_spec(pool.replicas, machine, pool, command, image=image, package=package)
         if job.reduction_server:
             sized = _reducer_count(job, {p.role: _resolve(p) for p in job.pools()})
             assert sized is not None, "platform_refusals lets no unsized reduction server through"
@@ -288,6 +387,18 @@ class VertexBackend(Backend[VertexSettings]):
                 "machineSpec": {"machineType": job.reduction_server.machine_type},
                 "containerSpec": {"imageUri": image},
             }
+        if "package" in forms:
+            notes.append(
+                "pools on a pre-built container run the code as a Python package: Vertex AI pip-installs it "
+                "(with the job's requirements) and runs python -m crosstrain_code"
+            )
+        if "fuse" in forms:
+            install = bundle is not None and bool(bundle.requirements)
+            notes.append(
+                "pools on your own image unpack the code from the Cloud Storage FUSE mount (/gcs/...) with python3 "
+                "(the job's service account needs read access to the staging bucket)"
+                + ("; the bootstrap pip-installs the requirements, so the image needs pip" if install else "")
+            )
         while not pools[-1]:
             pools.pop()
         job_spec: dict[str, Any] = {"workerPoolSpecs": pools}
@@ -319,7 +430,15 @@ class VertexBackend(Backend[VertexSettings]):
             purpose="create the job; after an unknown outcome, look for the identity label before creating again; "
             "then list the label again, keep the earliest job and cancel any later duplicate",
         )
-        return Request("vertex", identity, job.name, (find, create), settings.model_dump(mode="json"), tuple(notes))
+        return Request(
+            "vertex",
+            identity,
+            job.name,
+            (*calls, find, create),
+            settings.model_dump(mode="json"),
+            tuple(notes),
+            code=bundle.ref if bundle else None,
+        )
 
     def format(self, request: Request, fmt: str) -> str:
         if fmt == "gcloud":
@@ -368,8 +487,10 @@ class VertexBackend(Backend[VertexSettings]):
         return problems + self._project_problems(str(project), "handle.ref.project", "handle")
 
     def request_problems(self, request: Request) -> list[Problem]:
-        problems = []
+        problems = upload_problems(request.calls, request.code)
         for i, call in enumerate(request.calls):
+            if call is not request.create and uploaded_object(call) is not None:
+                continue  # an upload to storage.googleapis.com of this request's own code (upload_problems)
             url = urlsplit(call.url) if isinstance(call.url, str) else None
             endpoint = url.netloc if url is not None and url.scheme == "https" else call.url
             problems += self._endpoint_problems(endpoint, f"request.calls[{i}].url", "request")
@@ -438,8 +559,15 @@ class VertexBackend(Backend[VertexSettings]):
 
         return self.retry.poll(get)
 
+    def _upload(self, request: Request) -> None:
+        """Upload the request's code to each upload call's object, unless it is there already."""
+        project = self.request_settings(request).project
+        factory, extra = self.storage_client, self.extra or ""
+        ship_code(request, lambda: factory(project) if factory else storage_client(project, extra), self.retry)
+
     def send(self, request: Request) -> JobHandle:
         self.check_request(request)
+        self._upload(request)
         create = request.create
         url = urlparse(create.url)
         endpoint = url.netloc
@@ -524,10 +652,7 @@ class VertexBackend(Backend[VertexSettings]):
 
 def reduction_server_image(region: str) -> str:
     """The reduction-server image in the multi-region nearest `region` (us, europe or asia)."""
-    for prefixes, geo in _NEAREST_GEO:
-        if region.startswith(prefixes):
-            return REDUCTION_SERVER_IMAGE.format(geo=geo)
-    return REDUCTION_SERVER_IMAGE.format(geo="us")
+    return REDUCTION_SERVER_IMAGE.format(geo=_geo(region))
 
 
 def _label_filter(identity: str) -> str:
@@ -591,20 +716,43 @@ def _pool_limits(job: TrainingJob, pool: PoolView) -> list[Problem]:
     return problems
 
 
-def _pool_spec(replicas: int, machine: _Machine, pool: PoolView, command: list[str] | None) -> dict[str, Any]:
+def _pool_spec(
+    replicas: int,
+    machine: _Machine,
+    pool: PoolView,
+    command: list[str] | None,
+    *,
+    image: str,
+    package: str | None = None,
+) -> dict[str, Any]:
+    """One worker pool: a `containerSpec` on `image`, or where `package` (the code's gs:// sdist) is given, a
+    `pythonPackageSpec` that runs the bootstrap on the pre-built container `image`."""
     machine_spec: dict[str, Any] = {"machineType": machine.machine_type}
     if machine.accelerator and machine.gpu_count:
         machine_spec["acceleratorType"] = machine.accelerator
         machine_spec["acceleratorCount"] = machine.gpu_count
-    container: dict[str, Any] = {"imageUri": pool.image}
-    if command:
-        container["command"] = list(command)
-    if pool.args:
-        container["args"] = list(pool.args)
     env = {**pool.env, **secrets.reference_env(pool)}  # a secret's reference, never its value
-    if env:
-        container["env"] = [{"name": name, "value": value} for name, value in env.items()]
-    spec: dict[str, Any] = {"replicaCount": str(replicas), "machineSpec": machine_spec, "containerSpec": container}
+    spec: dict[str, Any] = {"replicaCount": str(replicas), "machineSpec": machine_spec}
+    if package is not None:
+        assert command, "code_refusals refuses a pool without a command"
+        python: dict[str, Any] = {
+            "executorImageUri": image,
+            "packageUris": [package],
+            "pythonModule": PYTHON_MODULE,
+            "args": ["--", *command, *pool.args],
+        }
+        if env:
+            python["env"] = [{"name": name, "value": value} for name, value in env.items()]
+        spec["pythonPackageSpec"] = python
+    else:
+        container: dict[str, Any] = {"imageUri": image}
+        if command:
+            container["command"] = list(command)
+        if pool.args:
+            container["args"] = list(pool.args)
+        if env:
+            container["env"] = [{"name": name, "value": value} for name, value in env.items()]
+        spec["containerSpec"] = container
     disk = pool.boot_disk
     if disk and (disk.type or disk.size_gb):
         spec["diskSpec"] = {
@@ -613,6 +761,44 @@ def _pool_spec(replicas: int, machine: _Machine, pool: PoolView, command: list[s
             if value is not None
         }
     return spec
+
+
+def _geo(region: str) -> str:
+    """The multi-region nearest `region`: us, europe or asia."""
+    for prefixes, geo in _NEAREST_GEO:
+        if region.startswith(prefixes):
+            return geo
+    return "us"
+
+
+def _executor(job: TrainingJob, settings: VertexSettings, pool: PoolView, machine: _Machine) -> str | Problem | None:
+    """The pre-built container a pool without its own image runs on: the setting, else the job's portable
+    environment from `RUNTIMES` (the GPU or CPU flavour by the pool's machine), else None."""
+    if pool.image:
+        return None
+    if settings.environment:
+        return settings.environment
+    if job.environment is None:
+        return None
+    picked = RUNTIMES.pick(job.environment, machine.gpu_count > 0)
+    return picked if isinstance(picked, Problem) else picked.format(geo=_geo(settings.region))
+
+
+def _no_image(pool: PoolView) -> Problem:
+    return Problem(
+        f"{pool.role}.image",
+        "Vertex AI needs a container image for every pool",
+        "set `image`, or `environment: pytorch` for a pre-built PyTorch container",
+    )
+
+
+def _bundle_problems(job: TrainingJob) -> list[Problem]:
+    """The code folder's own refusals (missing, too large, a link that leaves it), as the render's problems."""
+    try:
+        packaging.for_job(job)
+    except UploadRefused as refused:
+        return [refused.problem]
+    return []
 
 
 def _scheduling(job: TrainingJob, notes: list[str]) -> dict[str, Any]:

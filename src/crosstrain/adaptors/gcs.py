@@ -1,0 +1,68 @@
+"""google-cloud-storage, for the Google backends that ship a job's code to a staging bucket.
+
+Owns the lazy import of `google.cloud.storage` with its install hint, the client (Application Default
+Credentials; `STORAGE_EMULATOR_HOST` points it at an emulator with anonymous credentials, as the library
+itself does), and the content-addressed upload: an object that already holds this bundle (its name carries the
+digest, its metadata the full sha256) is not sent again. Failures map to crosstrain's three kinds through
+`crosstrain.adaptors.gapic.translate` (google-api-core, google-auth and requests errors, as the GAPIC clients
+raise them). Nothing here imports a Google package at import time.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import TYPE_CHECKING, Any
+
+from crosstrain.adaptors import gapic, require
+
+if TYPE_CHECKING:
+    from google.cloud.storage import Client
+
+    from crosstrain.packaging import Bundle
+
+#: The object metadata key that holds the bundle's full sha256.
+DIGEST_KEY = "crosstrain-sha256"
+#: Archives up to this size are built in memory, larger ones in a temporary file.
+_IN_MEMORY = 64 * 1024**2
+
+
+def storage(extra: str) -> Any:
+    """`google.cloud.storage`, or MissingDependency with `pip install 'crosstrain[<extra>]'`."""
+    return require("google.cloud.storage", extra)
+
+
+def client(project: str | None, *, extra: str) -> Client:
+    """A storage client for `project` with Application Default Credentials (or the emulator's anonymous ones)."""
+    module = storage(extra)
+    with gapic.calling("connect to Cloud Storage"):
+        made: Client = module.Client(project=project)
+    return made
+
+
+def exists(client: Client, bucket: str, name: str, digest: str, *, timeout: float) -> bool:
+    """Whether gs://bucket/name already holds the bundle with this digest."""
+    with gapic.calling(f"look for gs://{bucket}/{name}"):
+        blob = client.bucket(bucket).get_blob(name, timeout=timeout, retry=None)
+    return blob is not None and (blob.metadata or {}).get(DIGEST_KEY) == digest
+
+
+def upload(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: float) -> None:
+    """Upload the bundle's sdist to gs://bucket/name, checked end to end by its md5 (the client's own check)."""
+    with tempfile.SpooledTemporaryFile(max_size=_IN_MEMORY) as archive:
+        bundle.write_archive(archive)
+        size = archive.tell()
+        archive.seek(0)
+        blob = client.bucket(bucket).blob(name)
+        blob.metadata = {DIGEST_KEY: bundle.digest}
+        with gapic.calling(f"upload gs://{bucket}/{name}"):
+            blob.upload_from_file(
+                archive, size=size, content_type="application/gzip", checksum="md5", timeout=timeout, retry=None
+            )
+
+
+def ship(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: float) -> bool:
+    """Upload the bundle unless it is already there; True when it was uploaded."""
+    if exists(client, bucket, name, bundle.digest, timeout=timeout):
+        return False
+    upload(client, bucket, name, bundle, timeout=timeout)
+    return True
