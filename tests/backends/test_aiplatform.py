@@ -32,6 +32,7 @@ from crosstrain.retry import RetryPolicy
 from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
 from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 from tests.backends.aiplatform_server import NATIVE_STATES, AIPlatformPlatform, MLService, loopback_session
+from tests.backends.test_vertex import golden_text
 from tests.backends.validators import assert_valid
 from tests.conftest import ROOT
 
@@ -270,6 +271,7 @@ GOLDEN_JOBS = {
     "aiplatform-legacy": (ROOT / "examples" / "aiplatform-legacy.yaml", {}),
     "ddp-quickstart": (ROOT / "examples" / "ddp-quickstart" / "job.yaml", SETTINGS),
     "base-job": (None, SETTINGS),
+    "aiplatform-prebuilt-package": (ROOT / "examples" / "aiplatform-prebuilt-package" / "job.yaml", {}),
 }
 
 
@@ -279,7 +281,7 @@ def test_golden_requests(name: str) -> None:
     job = load_job(path) if path else job_from_dict(BASE_JOB)
     request = backend().render(job, settings)
     assert_valid(request)
-    text = json.dumps(request.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    text = golden_text(request)  # the checkout's path and the code's digest as placeholders
     golden = GOLDEN / f"{name}.json"
     if os.environ.get("CROSSTRAIN_UPDATE_GOLDEN"):
         golden.parent.mkdir(parents=True, exist_ok=True)

@@ -435,9 +435,12 @@ def test_a_package_job_trains_under_emulation_on_a_stock_python(
     tmp_path: Path, stock_python: Path, emulate: str
 ) -> None:
     path = write_job(tmp_path, primary={"machine": "n1-standard-4"})
-    command = [sys.executable, "-m", "crosstrain.cli", "run", str(path), "--local", "--emulate", emulate]
+    # crosstrain for the CLI only: the nodes inherit no PYTHONPATH, so their crosstrain is the archive's.
+    cli = f"import sys; sys.path.insert(0, {str(ROOT / 'src')!r}); from crosstrain.cli import main; sys.exit(main())"
+    command = [sys.executable, "-c", cli, "run", str(path), "--local", "--emulate", emulate]
     command += ["--set", f"python={stock_python}", "--set", "nproc_per_node=1"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path)
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path, env=bare)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "SUCCEEDED" in done.stderr
     assert "rank 1/2 done" in done.stdout
@@ -452,3 +455,49 @@ def test_the_local_plan_runs_the_package_module_from_the_stage_root(tmp_path: Pa
     fused = create_backend("local", environ={}).render(own, {"emulate": "vertex", "nproc_per_node": 1})
     # The FUSE form runs from the unpacked archive here, and never pip-installs into the caller's environment.
     assert fused.create.body["processes"][0]["argv"][:5] == ["python", "-m", "crosstrain_code", "--", "python"]
+
+
+# -- the examples ------------------------------------------------------------------------------------------------
+PACKAGE_EXAMPLES = {
+    "aiplatform-prebuilt-package": ("aiplatform", "vertex"),
+    "vertex-package-reduction-server": ("vertex",),
+}
+
+
+def crosstrain(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crosstrain.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("name", PACKAGE_EXAMPLES)
+def test_a_package_example_renders_the_same_from_any_folder(name: str, tmp_path: Path) -> None:
+    folder = ROOT / "examples" / name
+    for target in PACKAGE_EXAMPLES[name]:
+        outputs = {
+            crosstrain("render", str(path), "-t", target, cwd=cwd).stdout
+            for path, cwd in (
+                (folder.relative_to(ROOT) / "job.yaml", ROOT),
+                (Path("job.yaml"), folder),
+                (folder / "job.yaml", tmp_path),
+            )
+        }
+        assert len(outputs) == 1
+        request = Request.from_dict(json.loads(outputs.pop()))
+        assert request.code is not None
+        assert request.code.folder == str(folder / "src")
+
+
+@pytest.mark.parametrize(("name", "emulate"), [(n, e) for n, targets in PACKAGE_EXAMPLES.items() for e in targets])
+def test_a_package_example_runs_under_emulation(name: str, emulate: str, tmp_path: Path) -> None:
+    done = crosstrain("run", str(ROOT / "examples" / name / "job.yaml"), "--local", "--emulate", emulate, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "SUCCEEDED" in done.stderr
+    if name == "vertex-package-reduction-server":
+        assert "reduction server is not emulated" in done.stderr
+        assert "under torch.distributed.run" in done.stdout + done.stderr  # the launcher, from the package

@@ -186,6 +186,7 @@ class LocalBackend(Backend[LocalSettings]):
         per_pool_machines=True,
         per_pool_commands=True,
         spot=True,  # no capacity to choose here: spot changes nothing
+        reduction_server=True,  # with --emulate vertex only (platform_refusals): left out, all-reduce runs directly
         frameworks=frozenset({"pytorch", "mpi"}),
         # A secret's value comes from the caller's environment (the processes inherit it), never from a store.
         secret_stores=frozenset(SECRET_STORES),
@@ -193,6 +194,12 @@ class LocalBackend(Backend[LocalSettings]):
 
     def platform_refusals(self, job: TrainingJob, settings: LocalSettings) -> list[Problem]:
         problems: dict[str, Problem] = {}
+        if job.reduction_server and settings.emulate != "vertex":
+            problems["reduction_server"] = Problem(
+                "reduction_server",
+                "local has no reduction server (a Vertex AI feature)",
+                "remove `reduction_server`, or run with --emulate vertex (which leaves the reducers out)",
+            )
         if settings.nodes is None and job.nodes > MAX_NODES:
             problems["workers.replicas"] = Problem(
                 "workers.replicas",
@@ -222,6 +229,9 @@ class LocalBackend(Backend[LocalSettings]):
         nproc = settings.nproc_per_node or job.processes_per_node(primary_gpus)
         shaped = _shaped(job, nodes, nproc if settings.emulate != "databricks" else None)
         notes: list[str] = []
+        if shaped.reduction_server:  # emulating vertex: the reducers only speed up NCCL between GPU nodes
+            shaped = shaped.model_copy(update={"reduction_server": None})
+            notes.append("the reduction server is not emulated: the nodes all-reduce directly, with the same result")
         emulated: Request | None = None
         if settings.emulate == "torchrun":
             plan = _torchrun_nodes(shaped, nproc)

@@ -364,8 +364,12 @@ class VertexBackend(Backend[VertexSettings]):
             if pool.role == "primary" and pool.command and runs_under_launcher(job, machine.gpu_count):
                 notes.append(
                     f"Vertex AI starts one process per node: the command runs under crosstrain's launcher, which "
-                    f"starts {job.processes_per_node(machine.gpu_count)} per node (the image needs crosstrain "
-                    "installed)"
+                    f"starts {job.processes_per_node(machine.gpu_count)} per node "
+                    + (
+                        "(crosstrain travels in the code package)"
+                        if job.code
+                        else "(the image needs crosstrain installed)"
+                    )
                 )
             package = None
             if staged is not None and bundle is not None and command:
