@@ -227,11 +227,25 @@ def test_without_code_an_environment_is_the_container_image(tmp_path: Path) -> N
     assert container["command"] == ["python", "train.py"]
 
 
-def test_gcloud_format_says_the_package_is_uploaded_first(tmp_path: Path) -> None:
-    backend = create_backend("vertex", environ={})
-    text = backend.format(backend.render(load_job(write_job(tmp_path))), "gcloud")
-    assert "pythonPackageSpec" in text
+@pytest.mark.parametrize("target", ["vertex", "aiplatform"])
+def test_gcloud_format_says_the_package_is_uploaded_first(tmp_path: Path, target: str) -> None:
+    backend = create_backend(target, environ={})
+    request = backend.render(load_job(write_job(tmp_path)))
+    text = backend.format(request, "gcloud")
+    assert request.code is not None
+    assert f"uploads the code package first (gcloud does not): gs://{BUCKET}/" in text
     assert "--config=" in text
+    assert ("pythonPackageSpec" if target == "vertex" else "packageUris") in text
+
+
+def test_settings_that_would_be_ignored_are_refused(tmp_path: Path) -> None:
+    own = write_job(tmp_path, environment=None, image="r.example/i:1")
+    vertex = problems_of("vertex", own, environment="r.example/executor:1")
+    assert "every pool runs its own image" in vertex["targets.vertex.environment"]
+    aip = problems_of("aiplatform", own, runtime_version="2.11")
+    assert "names an image" in aip["targets.aiplatform.runtime_version"]
+    loose = problems_of("aiplatform", write_job(tmp_path, code=None, requirements=None), runtime_version="2.11")
+    assert "ships no code" in loose["targets.aiplatform.runtime_version"]
 
 
 # -- render: AI Platform Training ------------------------------------------------------------------------------

@@ -289,6 +289,15 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             )
         primary = job.pools()[0]
         has_runtime = job.environment is not None or settings.environment is not None
+        if settings.runtime_version and (job.code is None or primary.image or has_runtime):
+            problems.append(
+                Problem(
+                    "targets.aiplatform.runtime_version",
+                    "a runtime version runs the job's code as a Python package on no container image, and this job "
+                    + ("ships no code" if job.code is None else "names an image or environment for the master"),
+                    "remove runtime_version, or set `code` and remove the master's image and environment",
+                )
+            )
         if not primary.image and not has_runtime and not (settings.runtime_version and job.code is not None):
             # The API takes `masterConfig.imageUri`, or a `runtimeVersion` running a Python package.
             problems.append(
@@ -439,7 +448,11 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         return (
             f"# {SHUTDOWN_NOTE}.\n"
             "# gcloud flags cannot express container commands, disks or scheduling, so the job is a --config file.\n"
-            f"cat > {config_file} <<'EOF'\n{yaml.safe_dump(config, sort_keys=True)}EOF\n"
+            + "".join(
+                f"# crosstrain submit uploads the code package first (gcloud does not): gs://{bucket}/{name}\n"
+                for bucket, name in filter(None, map(uploaded_object, request.calls[:-1]))
+            )
+            + f"cat > {config_file} <<'EOF'\n{yaml.safe_dump(config, sort_keys=True)}EOF\n"
             f"{shlex.join(command)}\n"
         )
 

@@ -310,6 +310,14 @@ class VertexBackend(Backend[VertexSettings]):
         machines: dict[str, _Machine] = {}
         problems += code_refusals(job, settings.staging_bucket, self.name, "Vertex AI")
         problems += _bundle_problems(job)
+        if settings.environment and all(pool.image for pool in job.pools()):
+            problems.append(
+                Problem(
+                    "targets.vertex.environment",
+                    "names a pre-built container, and every pool runs its own image",
+                    "remove `image` to run on the pre-built container, or remove targets.vertex.environment",
+                )
+            )
         for pool in job.pools():
             problems += _pool_limits(job, pool)
             try:
@@ -952,15 +960,20 @@ def gcloud_command(request: Request) -> str:
         f"--display-name={body['displayName']}",
         "--labels=" + ",".join(f"{k}={v}" for k, v in body["labels"].items()),
     ]
+    uploads = [where for call in request.calls[:-1] if (where := uploaded_object(call))]
+    first = "".join(
+        f"# crosstrain submit uploads the code package first (gcloud does not): gs://{bucket}/{name}\n"
+        for bucket, name in uploads
+    )
     flags = _pool_flags(spec)
     if flags is not None:
-        return _shell(head + flags)
+        return first + _shell(head + flags)
     config = f"{request.identity}.vertex.yaml"
     import yaml
 
     text = yaml.safe_dump(spec, sort_keys=False, default_flow_style=False, width=1000)
     lines = [f"cat > {shlex.quote(config)} <<'EOF'", text.rstrip("\n"), "EOF"]
-    return "\n".join(lines) + "\n" + _shell([*head, f"--config={config}"])
+    return first + "\n".join(lines) + "\n" + _shell([*head, f"--config={config}"])
 
 
 def _shell(parts: list[str]) -> str:
