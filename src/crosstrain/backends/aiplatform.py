@@ -115,7 +115,7 @@ _JOBS_PATH = re.compile(r"/v1/projects/(?P<project>[^/]+)/jobs(?:/(?P<job>[^/:]+
 
 # ---- Pre-built PyTorch containers (masterConfig.imageUri of a package job) ------------------------------------
 #: Source: https://cloud.google.com/ai-platform/training/docs/getting-started-pytorch and the ai-platform-samples
-#: scripts (../shared/reference/code-environments-data.md section 2): `pytorch-{cpu,gpu}.1-N`, N from 4 to 10 seen.
+#: scripts (GoogleCloudPlatform/ai-platform-samples): `pytorch-{cpu,gpu}.1-N`, N from 4 to 10 seen.
 #: The service is shut down and its list is gone: each entry below 1-10 is UNVERIFIED, as are the CPU flavours.
 _AIP_IMAGE = "gcr.io/cloud-ml-public/training/pytorch-{flavour}.{version}"
 _AIP_SOURCE = "https://cloud.google.com/ai-platform/training/docs/getting-started-pytorch"

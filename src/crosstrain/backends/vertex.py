@@ -119,7 +119,7 @@ _NEAREST_GEO = (
 # ---- Pre-built PyTorch training containers (executor images of a pythonPackageSpec) ----------------------
 #: `{geo}` is the multi-region nearest the job's region (us, europe, asia). Source: the URI shape and the images
 #: below are those of https://cloud.google.com/vertex-ai/docs/training/pre-built-containers as seen in public
-#: code and google-cloud-aiplatform 2.7.0 (../shared/reference/code-environments-data.md section 1.3). The
+#: code and google-cloud-aiplatform 2.7.0 (`google/cloud/aiplatform/jobs.py`, the prebuilt-image check). The
 #: official list was not in reach: which release is newest is UNVERIFIED (2.5 was seen for GPUs only), so the
 #: table is overridable with targets.vertex.environment.
 PREBUILT = "{geo}-docker.pkg.dev/vertex-ai/training/"
