@@ -12,8 +12,8 @@ import dataclasses
 import hashlib
 import io
 import json
-import tarfile
 import os
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -670,7 +670,9 @@ def test_relative_paths_resolve_against_the_job_file(tmp_path: Path, monkeypatch
         (None, None, "17.3.x-gpu-ml-scala2.13"),
     ],
 )
-def test_the_environment_picks_the_ml_runtime(environment: str | None, spark_version: str | None, expected: str) -> None:
+def test_the_environment_picks_the_ml_runtime(
+    environment: str | None, spark_version: str | None, expected: str
+) -> None:
     job = {"name": "env", "command": "python -m t", "primary": {"machine": "T4:1"}, "environment": environment}
     request = render(job, spark_version=spark_version)
     assert request.create.body["tasks"][0]["new_cluster"]["spark_version"] == expected
