@@ -197,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The workers have no crosstrain installed: ship `train_on_rank` (and what it calls here) by value.
         from pyspark import cloudpickle
 
-        cloudpickle.register_pickle_by_value(sys.modules[train_on_rank.__module__])
+        cloudpickle.register_pickle_by_value(sys.modules[train_on_rank.__module__])  # type: ignore[no-untyped-call]
     token = uuid.uuid4().hex
     print(
         f"crosstrain: TorchDistributor(num_processes={call.num_processes}, local_mode={call.local_mode}, "

@@ -215,7 +215,7 @@ def _import_fields(call: Call) -> dict[str, bytes]:
     head = f"Content-Type: {content_type}\r\n\r\n".encode()
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + call.raw)
     found: dict[str, bytes] = {}
-    for part in message.iter_parts():  # type: ignore[attr-defined]
+    for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
         payload = part.get_payload(decode=True)
         found[str(name)] = payload if isinstance(payload, bytes) else b""

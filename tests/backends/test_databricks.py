@@ -13,8 +13,12 @@ import hashlib
 import io
 import json
 import os
+import re
+import shutil
+import subprocess
+import sys
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,6 +28,7 @@ from crosstrain import packaging
 from crosstrain.backends import create_backend
 from crosstrain.backends.base import Backend, JobState, Request
 from crosstrain.backends.databricks import runtime_bundle
+from crosstrain.backends.local import inherited_environment
 from crosstrain.databricks_task import DistributorCall
 from crosstrain.errors import IdentityConflict, JobFailed, SpecError, SubmitError, TransientError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
@@ -697,3 +702,50 @@ def test_upgrading_crosstrain_names_no_new_run_of_a_job_without_code(monkeypatch
     after = render(BASE_JOB)
     assert json.dumps(after.to_dict()) != json.dumps(before.to_dict())
     assert (after.identity, after.fingerprint) == (before.identity, before.fingerprint)
+
+
+SRC = ROOT / "src"
+
+
+def _without_this_checkout(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` with this checkout's src/ left off PYTHONPATH: a stock Python must not find crosstrain there."""
+    env = dict(environ)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != SRC]
+    env.pop("PYTHONPATH", None)
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+@pytest.fixture
+def stock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tests/conftest.py's `stock_python`, made (once) with this checkout off PYTHONPATH, as its probe needs."""
+    if "PYTHONPATH" in os.environ:
+        monkeypatch.setenv("PYTHONPATH", _without_this_checkout(os.environ).get("PYTHONPATH", ""))
+    path: Path = request.getfixturevalue("stock_python")
+    return path
+
+
+def test_the_multifile_example_trains_under_databricks_emulation_with_a_stock_python(stock: Path) -> None:
+    """`crosstrain run --emulate databricks`: the rendered run's launcher starts from the staged archive, and
+    TorchDistributor's Spark workers run a Python without crosstrain (the rank function travels by value)."""
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no Java for the local SparkSession")
+    pytest.importorskip("pyspark")
+    job = ROOT / "examples" / "databricks-multifile" / "job.yaml"
+    args = ["run", str(job), "--local", "--emulate", "databricks", "--set", f"python={stock}"]
+    # The CLI imports this checkout by path, so the processes it starts inherit no PYTHONPATH to it.
+    cli = f"import sys; sys.path.insert(0, {str(SRC)!r}); from crosstrain.cli import main; sys.exit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", cli, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=_without_this_checkout(inherited_environment(os.environ)),
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "SUCCEEDED" in done.stderr
+    losses = dict(re.findall(r"rank (\d)/2: loss [\d.]+ -> ([\d.]+)", done.stdout))
+    assert sorted(losses) == ["0", "1"], done.stdout[-3000:]
+    assert all(float(loss) < 0.5 for loss in losses.values())

@@ -909,9 +909,12 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                 folder = _files_path(url, "/api/2.0/fs/directories")
                 self._safe_call(partial(w.files.create_directory, folder), "fs/directories")
             elif "/fs/files/" in url:
-                data = _content(body["content"], bundle)
-                upload = partial(w.files.upload, body["path"], io.BytesIO(data), overwrite=True, use_parallel=False)
-                self._safe_call(upload, "fs/files")
+                data, path = _content(body["content"], bundle), body["path"]
+
+                def put_file(data: bytes = data, path: str = path) -> None:
+                    w.files.upload(path, io.BytesIO(data), overwrite=True, use_parallel=False)
+
+                self._safe_call(put_file, "fs/files")
             elif isinstance(body["content"], str):  # a lone training file, inline
                 workspace = adaptor.workspace()
                 upload = partial(
@@ -924,15 +927,17 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                 self._safe_call(upload, "workspace/import")
             else:
                 workspace = adaptor.workspace()
-                data = _content(body["content"], bundle)
-                upload = partial(
-                    w.workspace.upload,
+                data, path, fmt = (
+                    _content(body["content"], bundle),
                     body["path"],
-                    io.BytesIO(data),
-                    format=workspace.ImportFormat(body["format"]),
-                    overwrite=body["overwrite"],
+                    workspace.ImportFormat(body["format"]),
                 )
-                self._safe_call(upload, "workspace/import")
+
+                def import_file(data: bytes = data, path: str = path, fmt: Any = fmt) -> None:
+                    # A fresh stream per attempt: a retry re-reads the bytes from the start.
+                    w.workspace.upload(path, io.BytesIO(data), format=fmt, overwrite=True)
+
+                self._safe_call(import_file, "workspace/import")
         body = request.create.body
         convert: dict[str, Callable[[Any], Any]] = {
             "tasks": lambda tasks: [jobs.SubmitTask.from_dict(t) for t in tasks],

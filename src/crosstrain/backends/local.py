@@ -307,7 +307,8 @@ class LocalBackend(Backend[LocalSettings]):
                     pool: getattr(job, pool).model_copy(update={"machine": machine}) for pool in ("primary", "workers")
                 }
             )
-        if not job.image and not job.primary.image:  # no image is pulled here, but the platform wants one named
+        # No image is pulled here, but the platform wants one named (unless the job asks for its runtime).
+        if not job.image and not job.primary.image and job.environment is None:
             job = job.model_copy(update={"image": PLACEHOLDER_IMAGE})
         section = {**_PLACEHOLDER_ACCOUNTS[target], **job.targets.get(target, {})}
         job = job.model_copy(update={"targets": {**job.targets, target: section}})
