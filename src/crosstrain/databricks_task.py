@@ -41,6 +41,7 @@ if __name__ == "__main__" and sys.path and sys.path[0] == os.path.dirname(os.pat
 
 import argparse
 import hashlib
+import shutil
 import tarfile
 import tempfile
 import uuid
@@ -134,6 +135,8 @@ def unpack(code: str) -> Path:
         except OSError:  # another process was first
             if not (folder / PACKAGE).is_dir():
                 raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return folder
 
 
