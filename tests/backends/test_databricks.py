@@ -749,3 +749,32 @@ def test_the_multifile_example_trains_under_databricks_emulation_with_a_stock_py
     losses = dict(re.findall(r"rank (\d)/2: loss [\d.]+ -> ([\d.]+)", done.stdout))
     assert sorted(losses) == ["0", "1"], done.stdout[-3000:]
     assert all(float(loss) < 0.5 for loss in losses.values())
+
+
+@pytest.mark.parametrize("example", ["databricks", "databricks-multifile"])
+def test_the_examples_render_the_same_from_any_folder(
+    example: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = ROOT / "examples" / example / "job.yaml"
+    rendered = []
+    for where in (ROOT, job.parent, tmp_path):
+        monkeypatch.chdir(where)
+        rendered.append(backend().render(load_job(job)).to_dict())
+    assert rendered[0] == rendered[1] == rendered[2]
+
+
+@pytest.mark.parametrize(("volume", "operation"), [(None, "import"), ("/Volumes/main/ml/code", "fs-put")])
+def test_an_upload_that_fails_is_sent_again_whole(
+    platform: DatabricksPlatform, tmp_path: Path, volume: str | None, operation: str
+) -> None:
+    job = load_job(_project(tmp_path))
+    platform.inject(operation, "error")  # the archive's upload: a 500, its outcome unknown
+    backend = platform.backend()
+    settings = {**platform.settings, **({"volume": volume} if volume else {})}
+    backend.send(backend.render(job, settings))
+    bundle = packaging.for_job(job)
+    assert bundle is not None
+    archive = next(path for path in platform.workspace.files if path.endswith(".tar.gz"))
+    assert platform.workspace.files[archive] == bundle.archive()
+    tries = [c for c in platform.workspace.received if platform.workspace.operation(c) == operation]
+    assert len(tries) == (3 if operation == "import" else 2)  # (the launcher is an import too)
