@@ -34,7 +34,12 @@ from __future__ import annotations
 import os
 import sys
 
-if __name__ == "__main__" and sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
+if (
+    not __name__.endswith("databricks_task")  # started as a file (STARTED below), not imported
+    and globals().get("__file__")
+    and sys.path
+    and sys.path[0] == os.path.dirname(os.path.abspath(globals()["__file__"]))
+):
     # Started as a file from inside an unpacked bundle (crosstrain_code/crosstrain/databricks_task.py): that
     # folder, first on sys.path, holds crosstrain's secrets.py, which would shadow the standard library's.
     del sys.path[0]
@@ -49,6 +54,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+#: Whether this file was started (the run's python_file, `python -m`), not imported as a module. Databricks
+#: runs a Python task's file as `__main__`; any name but an imported one counts, so the task never succeeds
+#: silently by doing nothing.
+STARTED = not __name__.endswith("databricks_task")
 
 #: The console script of an installed crosstrain (`python_wheel_task`), for clusters that have it.
 ENTRY_POINT = "crosstrain-databricks"
@@ -128,7 +138,10 @@ def unpack(code: str) -> Path:
         base.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", dir=base))
         with tarfile.open(code) as tar:
-            tar.extractall(scratch, filter="data")
+            try:
+                tar.extractall(scratch, filter="data")
+            except TypeError:  # a Python without extraction filters (before 3.10.12, 3.11.4)
+                tar.extractall(scratch)  # the archive is the job's own bundle
         top = next(p for p in scratch.iterdir() if (p / PACKAGE).is_dir())  # crosstrain_code-1.0/
         try:
             top.rename(folder)
@@ -245,7 +258,7 @@ def _code_argument(argv: Sequence[str]) -> str:
     return ""
 
 
-if __name__ == "__main__":
+if STARTED:
     # Started as the uploaded file (the run's python_file), or as `python -m crosstrain.databricks_task`.
     # With a bundle, crosstrain is imported from it (the cluster has none installed); and always through the
     # imported module, so `train_on_rank` is pickled as `crosstrain.databricks_task`'s, not `__main__`'s.
