@@ -621,7 +621,7 @@ def test_a_code_job_uploads_its_bundle_once_and_the_archive_holds_exactly_its_fi
     again = platform.backend()
     again.send(again.render(load_job(tmp_path / "job.yaml"), platform.settings))
     after = [(c.method, c.path) for c in platform.workspace.received[before:] if c.path.startswith("/api/2.0/")]
-    assert after == [("GET", "/api/2.0/workspace/get-status")], "a re-submit uploads nothing"
+    assert after == [("GET", "/api/2.0/workspace/get-status")] * 2, "a re-submit uploads nothing"
     assert platform.workspace.files == files
 
 
@@ -639,6 +639,21 @@ def test_a_volume_takes_the_archive_through_the_files_api(platform: DatabricksPl
     assert f"/Volumes/main/ml/code/code/{bundle.short}" in platform.workspace.folders
     params = request.create.body["tasks"][0]["spark_python_task"]["parameters"]
     assert DistributorCall.parse(params).code == archive
+    before = len(platform.workspace.received)
+    backend.send(request)
+    after = [(c.method, c.path) for c in platform.workspace.received[before:] if c.path.startswith("/api/2.0/")]
+    assert after == [("HEAD", f"/api/2.0/fs/files{archive}"), ("GET", "/api/2.0/workspace/get-status")]
+
+
+def test_a_bundle_in_the_workspace_is_uploaded_again_to_a_new_volume(
+    platform: DatabricksPlatform, tmp_path: Path
+) -> None:
+    """Each upload is checked at its own destination: the launcher being there says nothing of the volume."""
+    job = load_job(_project(tmp_path))
+    backend = platform.backend()
+    backend.send(backend.render(job, platform.settings))
+    backend.send(backend.render(job, {**platform.settings, "volume": "/Volumes/main/ml/code"}))
+    assert sum(path.endswith(".tar.gz") for path in platform.workspace.files) == 2
 
 
 def test_an_archive_over_the_import_limit_names_the_volume_fix(tmp_path: Path) -> None:

@@ -578,8 +578,9 @@ class DatabricksBackend(Backend[DatabricksSettings]):
 
     @staticmethod
     def _bundle_calls(bundle: packaging.Bundle, size: int | None, settings: DatabricksSettings) -> list[HttpCall]:
-        """The bundle's uploads, skipped when its launcher (uploaded last) is there already: the archive to the
-        workspace or the volume, then crosstrain's launcher (this version's `databricks_task.py`) beside it."""
+        """The bundle's uploads, each after a check that skips it when its content-addressed path is there
+        already: the archive to the workspace or the volume, then crosstrain's launcher (this version's
+        `databricks_task.py`) in the workspace folder."""
         host = settings.host
         headers = {"Accept": "application/json"}
         code_dir = f"{settings.workspace_dir}/code/{bundle.short}"
@@ -593,25 +594,25 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         }
         if size is not None:
             described["bytes"] = size
-        calls = [
-            _check_call(
-                host,
-                launcher,
-                "skip the calls below when this bundle is uploaded already (its path names "
-                "its content; the launcher is uploaded last)",
-            ),
-            HttpCall(
-                "POST",
-                f"{host}/api/2.0/workspace/mkdirs",
-                {"path": code_dir},
-                {**headers, "Content-Type": "application/json"},
-                purpose="create the bundle's workspace folder",
-            ),
-        ]
+        mkdirs = HttpCall(
+            "POST",
+            f"{host}/api/2.0/workspace/mkdirs",
+            {"path": code_dir},
+            {**headers, "Content-Type": "application/json"},
+            purpose="create the bundle's workspace folder",
+        )
+        calls: list[HttpCall] = []
         if settings.volume:
             volume_dir = f"{settings.volume}/code/{bundle.short}"
             archive = f"{volume_dir}/{packaging.ARCHIVE_NAME}"
             calls += [
+                HttpCall(
+                    "HEAD",
+                    f"{host}/api/2.0/fs/files{quote(archive)}",
+                    None,
+                    headers,
+                    purpose="skip the two calls below when the archive is there (its path names its content)",
+                ),
                 HttpCall(
                     "PUT",
                     f"{host}/api/2.0/fs/directories{quote(volume_dir)}",
@@ -626,18 +627,25 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                     {**headers, "Content-Type": "application/octet-stream"},
                     purpose="upload the code archive to the volume (Files API; the body is the archive's bytes)",
                 ),
+                _check_call(host, launcher, "skip the two calls below when the launcher is there"),
+                mkdirs,
             ]
         else:
             archive = f"{code_dir}/{packaging.ARCHIVE_NAME}"
-            calls.append(
+            calls += [
+                _check_call(
+                    host, archive, "skip the two calls below when the archive is there (its path names its content)"
+                ),
+                mkdirs,
                 HttpCall(
                     "POST",
                     f"{host}/api/2.0/workspace/import",
                     {"path": archive, "format": "AUTO", "overwrite": True, "content": described},
                     {**headers, "Content-Type": "multipart/form-data"},
                     purpose="upload the code archive as a workspace file (multipart; the content is its bytes)",
-                )
-            )
+                ),
+                _check_call(host, launcher, "skip the call below when the launcher is there"),
+            ]
         calls.append(
             HttpCall(
                 "POST",
@@ -901,6 +909,10 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                 path = _query_path(url)
                 found = partial(adaptor.exists, partial(w.workspace.get_status, path))
                 skip = self._safe_call(found, f"workspace/get-status {path}")
+            elif call.method == "HEAD":  # the same on a volume (Files API)
+                path = _files_path(url, "/api/2.0/fs/files")
+                found = partial(adaptor.exists, partial(w.files.get_metadata, path))
+                skip = self._safe_call(found, f"fs/files HEAD {path}")
             elif skip:
                 continue
             elif url.endswith("/workspace/mkdirs"):
@@ -1083,6 +1095,8 @@ def _check_upload_call(call: HttpCall, settings: DatabricksSettings, field: str)
     without traversal."""
     if call.method == "GET":
         _check_upload_path(_query_path(call.url), (settings.workspace_dir,), f"{field}.url")
+    elif call.method == "HEAD":
+        _check_upload_path(_files_path(call.url, "/api/2.0/fs/files"), (settings.volume,), f"{field}.url")
     elif "/fs/directories/" in call.url:
         _check_upload_path(_files_path(call.url, "/api/2.0/fs/directories"), (settings.volume,), f"{field}.url")
     elif "/fs/files/" in call.url:
