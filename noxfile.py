@@ -9,12 +9,18 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = False
 
 CONSTRAINTS = ("-c", ".ci/constraints.txt")
+#: The storage emulators the upload tests run against (npm): Azurite for Azure Blob, into .ci/node_modules,
+#: where tests/backends/azureml_cloud.py looks for `azurite-blob`.
+NPM_EMULATORS = ("azurite@3.35.0",)
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite."""
     session.install(*CONSTRAINTS, "-e", ".[test]")
+    session.run(
+        "npm", "install", "--prefix", ".ci", "--no-save", "--no-audit", "--no-fund", *NPM_EMULATORS, external=True
+    )
     session.run("pytest", *session.posargs)
 
 

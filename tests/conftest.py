@@ -30,6 +30,7 @@ def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def stock_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Python where torch (and everything else installed here) imports, and crosstrain does not: what a
     stock PyTorch image offers. A job that ships its code must run there (crosstrain travels with the code)."""
+    import os
     import subprocess
     import sys
     import sysconfig
@@ -54,6 +55,7 @@ def stock_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
         text=True,
     ).stdout.strip()
     (Path(venv_site) / "torch-only.pth").write_text(f"{lib}\n")
-    probe = subprocess.run([str(python), "-c", "import torch, crosstrain"], capture_output=True, text=True)
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = subprocess.run([str(python), "-c", "import torch, crosstrain"], capture_output=True, text=True, env=clean)
     assert "No module named 'crosstrain'" in probe.stderr, probe.stderr
     return python

@@ -584,8 +584,8 @@ def test_interrupted_is_130_with_json(tmp_path: Path) -> None:
         text=True,
     )
     assert waiting.stderr is not None
-    first = waiting.stderr.readline()  # "waiting for ...": main is running, past the imports
-    assert first.startswith("waiting for"), first
+    first = waiting.stderr.readline()  # the progress's first line: main is running, past the imports
+    assert first.startswith(json.loads(submitted.stdout)["identity"] + ": "), first
     time.sleep(0.3)
     waiting.send_signal(signal.SIGINT)
     out, err = waiting.communicate(timeout=30)
@@ -595,17 +595,17 @@ def test_interrupted_is_130_with_json(tmp_path: Path) -> None:
     assert "crosstrain wait: interrupted" in err
 
 
-def test_an_os_error_is_one_line_exit_1(tmp_path: Path) -> None:
-    """The machine refusing (here: the fake cloud's root is a file) is exit 1 with the reason, not a traceback."""
+def test_the_fake_clouds_store_failing_is_a_submit_failure_exit_3(tmp_path: Path) -> None:
+    """The fake cloud's store refusing (its root is a file) fails the submit (exit 3) in one line, not a traceback."""
     job = tmp_path / "job.yaml"
     job.write_text(BASE)
     (tmp_path / "cloud").write_text("not a folder")
     (run,) = cli(["submit", str(job), "-t", "fake", "--set", f"root={tmp_path}/cloud", "--json"])
-    assert run.code == 1, run
+    assert run.code == 3, run
     assert "Traceback" not in run.stderr
     assert run.stderr.count("\n") == 1
-    assert f"Not a directory: {tmp_path}/cloud/jobs" in run.stderr
-    assert json.loads(run.stdout)["error"] == "NotADirectoryError"
+    assert "the fake cloud's store failed: Not a directory" in run.stderr
+    assert json.loads(run.stdout)["error"] == "SubmitError"
 
 
 BROKEN_PLUGIN = """

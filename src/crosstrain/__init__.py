@@ -15,11 +15,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from crosstrain.api import render, submit, validate
+    from crosstrain.api import render, run, submit, validate
     from crosstrain.backends import create_backend
     from crosstrain.backends.base import Backend, HttpCall, JobHandle, JobState, JobStatus, Request
     from crosstrain.errors import (
         CrosstrainError,
+        FunctionFailed,
         IdentityConflict,
         JobFailed,
         MissingDependency,
@@ -36,6 +37,7 @@ _LAZY = {
     "load_job": "crosstrain.loader",
     "render": "crosstrain.api",
     "submit": "crosstrain.api",
+    "run": "crosstrain.api",
     "validate": "crosstrain.api",
     "create_backend": "crosstrain.backends",
     "Backend": "crosstrain.backends.base",
@@ -50,6 +52,7 @@ _LAZY = {
     "SubmitError": "crosstrain.errors",
     "IdentityConflict": "crosstrain.errors",
     "JobFailed": "crosstrain.errors",
+    "FunctionFailed": "crosstrain.errors",
     "MissingDependency": "crosstrain.errors",
     "Problem": "crosstrain.errors",
 }
@@ -57,6 +60,7 @@ _LAZY = {
 __all__ = [
     "Backend",
     "CrosstrainError",
+    "FunctionFailed",
     "HttpCall",
     "IdentityConflict",
     "JobFailed",
@@ -73,6 +77,7 @@ __all__ = [
     "create_backend",
     "load_job",
     "render",
+    "run",
     "submit",
     "validate",
 ]

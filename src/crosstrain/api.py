@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.backends import create_backend, entries, get_backend_class
 from crosstrain.backends.base import CREDENTIAL_HEADERS
-from crosstrain.errors import Problem, SpecError, UnknownBackend
+from crosstrain.errors import CrosstrainError, Problem, SpecError, UnknownBackend
 from crosstrain.loader import job_from_dict, load_job
+from crosstrain.spec import TrainingJob
 
 if TYPE_CHECKING:
     from crosstrain.backends.base import JobHandle, Request
-    from crosstrain.spec import TrainingJob
 
 
 def choose_target(job: TrainingJob, target: str | None) -> str:
@@ -57,7 +59,9 @@ def with_run_id(job: TrainingJob, run_id: str | None) -> TrainingJob:
     if run_id is None:
         return job
     run_id = new_run_id() if run_id == "new" else run_id
-    return job_from_dict({**job.model_dump(exclude_unset=True), "run_id": run_id}).located(job.base_dir)
+    renamed = job_from_dict({**job.model_dump(exclude_unset=True), "run_id": run_id})
+    renamed.__pydantic_private__ = dict(job.__pydantic_private__ or {})  # its folder and shipped function
+    return renamed
 
 
 def render(
@@ -77,19 +81,127 @@ def render(
     return create_backend(name, environ=environ).render(spec, target_settings(name, job, settings))
 
 
-def submit(
-    job: str | Path | Mapping[str, Any] | TrainingJob | Request,
-    target: str | None = None,
+FUNCTION_COMMAND = ["python", "-m", "crosstrain.function"]
+
+
+def with_function(
+    fn: Callable[..., Any],
+    job: str | Path | Mapping[str, Any] | TrainingJob,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+) -> TrainingJob:
+    """The job, running `fn(*args, **kwargs)` on every rank instead of a command (`crosstrain.function`)."""
+    try:
+        import cloudpickle
+    except ImportError:
+        from crosstrain.errors import MissingDependency
+
+        raise MissingDependency("shipping a function needs cloudpickle: pip install cloudpickle") from None
+    spec = load_job(job)
+    for field in ("command", "args"):
+        for role, pool in (("", spec), ("primary.", spec.primary), ("workers.", spec.workers)):
+            if getattr(pool, field):
+                raise SpecError(
+                    [
+                        Problem(
+                            f"{role}{field}",
+                            "a job that runs a function has no command of its own: the function is its entry point",
+                            f"remove `{role}{field}` from the job, or run the command without a function",
+                        )
+                    ]
+                )
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    by_value = module is not None and _local_module(module)
+    try:
+        if by_value:  # the nodes cannot import the user's own module: its code travels in the pickle
+            cloudpickle.register_pickle_by_value(module)
+        payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
+    except Exception as exc:
+        raise SpecError(
+            [Problem("function", f"cannot pickle the function or its arguments: {exc}", "pass picklable values")]
+        ) from None
+    finally:
+        if by_value:
+            cloudpickle.unregister_pickle_by_value(module)
+    return spec.model_copy(update={"command": list(FUNCTION_COMMAND)}).with_function(payload)
+
+
+def _local_module(module: types.ModuleType) -> bool:
+    """A module of the user's own (a file outside any installed-packages folder), other than `__main__`, which
+    cloudpickle already ships by value."""
+    path = getattr(module, "__file__", None)
+    if module.__name__ == "__main__" or not path:
+        return False
+    parts = Path(path).parts
+    return (
+        "site-packages" not in parts and "dist-packages" not in parts and not module.__name__.startswith("crosstrain")
+    )
+
+
+def run(
+    fn: Callable[..., Any],
+    job: str | Path | Mapping[str, Any] | TrainingJob,
     *,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    **settings: Any,
+) -> Any:
+    """Run `fn(*args, **kwargs)` on every rank of `job` on this machine (the local target, `settings` such as
+    `emulate="vertex"`) from the same bundle a cloud target receives, and return rank 0's result. A rank that
+    raises fails the run with `FunctionFailed`: its rank and traceback."""
+    import tempfile
+
+    import cloudpickle
+
+    from crosstrain import function
+    from crosstrain.errors import FunctionFailed, JobFailed
+
+    spec = with_function(fn, job, args, kwargs)
+    with tempfile.TemporaryDirectory(prefix="crosstrain-result-") as folder:
+        env = {**spec.env, "CROSSTRAIN_RESULT_DIR": folder}
+        spec = spec.model_copy(update={"env": env})
+        handle = create_backend("local").submit(spec, target_settings("local", job, settings))
+        status = handle.status()
+        out = Path(folder)
+        errors = sorted(out.glob("error-rank*.txt"), key=lambda p: (p.stat().st_mtime_ns, p.name))
+        if errors:
+            rank = int(errors[0].stem.removeprefix("error-rank"))
+            raise FunctionFailed(rank, errors[0].read_text(errors="replace"), len(errors))
+        if status.state.value != "SUCCEEDED" or not (out / function.RESULT).is_file():
+            raise JobFailed(f"the run ended {status.state.value}: {status.message or 'rank 0 returned no result'}")
+        return cloudpickle.loads((out / function.RESULT).read_bytes())
+
+
+def submit(
+    job: str | Path | Mapping[str, Any] | TrainingJob | Request | Callable[..., Any],
+    target: str | Path | Mapping[str, Any] | TrainingJob | None = None,
+    *more: str | None,
     run_id: str | None = None,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
     **settings: Any,
 ) -> JobHandle:
     """Send a job (or an already rendered, possibly edited, `Request`) and return its handle.
+
+    `submit(fn, job, target, args=..., kwargs=...)` ships the function instead of a command: every rank runs
+    it, and rank 0's result is written to the job's output folder (`crosstrain.function`).
 
     A request is sent as it is: `settings` then say where this machine sends credentials (e.g.
     `host="https://..."`, over the environment), and a request that points elsewhere is refused.
     """
     from crosstrain.backends.base import Request
+
+    if callable(job) and not isinstance(job, Request | TrainingJob):
+        if target is None or isinstance(target, Request):
+            raise SpecError([Problem("job", "submit(fn, job, target): the job is missing", "pass the job")])
+        spec = with_function(job, target, args, kwargs)
+        name = choose_target(spec, more[0] if more else None)
+        return create_backend(name).submit(with_run_id(spec, run_id), target_settings(name, target, settings))
+    if more or args or kwargs:
+        raise SpecError(
+            [Problem("args", "arguments are for a function: submit(fn, job, target, args=...)", "remove them")]
+        )
+    assert target is None or isinstance(target, str)
 
     if isinstance(job, Request):
         binding = get_backend_class(job.target).binding_settings
@@ -121,10 +233,16 @@ def validate(
 
     With no `targets`, every target the job file names is checked.
     """
+    from crosstrain.settings import scoped, unused
+
     spec = load_job(job)
     known = entries()
     names = targets if targets is not None else list(spec.targets)
     results: dict[str, list[Problem]] = {}
+    fields = {name: _setting_names(name) for name in names if name in known}
+    problems = unused(settings or {}, fields)
+    if problems:
+        raise SpecError(problems)
     for name in spec.targets:
         if name not in known and targets is None:
             results[name] = [
@@ -134,13 +252,28 @@ def validate(
         if name in results:
             continue
         try:
-            create_backend(name, environ=environ).render(spec, settings)
+            own = scoped(settings or {}, name, fields.get(name, ()), known, only_target=False)
+            create_backend(name, environ=environ).render(spec, own)
             results[name] = []
         except SpecError as exc:
             results[name] = list(exc.problems)
         except UnknownBackend as exc:
             results[name] = [Problem("--target", str(exc), "")]
     return results
+
+
+def _setting_names(target: str) -> frozenset[str]:
+    try:
+        return frozenset(get_backend_class(target).settings_model.model_fields)
+    except CrosstrainError:  # a backend whose SDK is missing still names its settings in its module
+        return frozenset()
+
+
+def settings_for(target: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The `--set` overrides that apply to `target` (`TARGET.key` scoped, plain keys as they are)."""
+    from crosstrain.settings import scoped
+
+    return scoped(settings, target, _setting_names(target), {target, *entries()}, only_target=True)
 
 
 def read_request(text: str, name: str | None = None) -> Request | None:

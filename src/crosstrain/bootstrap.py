@@ -62,6 +62,7 @@ def main(argv: list[str]) -> int:
             return done.returncode
     if command[0] in PYTHON_NAMES:
         command = [sys.executable, *command[1:]]
+    code.mkdir(exist_ok=True)  # a bundle that holds only a function has no files of its own
     os.chdir(code)
     sys.stdout.flush()
     sys.stderr.flush()

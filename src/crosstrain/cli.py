@@ -120,27 +120,54 @@ def build_parser() -> argparse.ArgumentParser:
     _spec_args(p)
     _local_args(p)
     _run_id_arg(p)
-    p.add_argument("--timeout", type=float, help="with a cloud target: stop waiting after this many seconds")
+    p.add_argument(
+        "--timeout", type=_duration, help="with a cloud target: stop waiting after this long (600, 90m, 24h)"
+    )
     p = verb("submit", "send a job (or a rendered request saved as JSON); print its handle on stdout")
     _spec_args(p)
     _local_args(p)
     _run_id_arg(p)
     p.add_argument("--wait", action="store_true", help="then wait until the job ends")
-    p.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
+    p.add_argument("--timeout", type=_duration, help="with --wait: give up after this long (600, 90m, 24h)")
     p = verb("status", "print a submitted job's state")
     _handle_arg(p)
     p = verb("wait", "wait until a job ends; exit 4 unless it succeeded")
     _handle_arg(p)
-    p.add_argument("--timeout", type=float, help="give up after this many seconds (exit 5)")
-    p.add_argument("--poll", type=float, default=10.0, help="first poll interval in seconds (default 10)")
+    p.add_argument("--timeout", type=_duration, help="give up after this long (600, 90m, 24h; exit 5)")
+    p.add_argument("--poll", type=_duration, default=1.0, help="first poll interval (default 1s; backs off to 30s)")
+    p = verb("list", "the jobs crosstrain made on a target, newest first, with state, age and console link")
+    p.add_argument("-t", "--target", default="local", help="where to look (default: local)")
+    _set_arg(p, "target setting, as for submit (repeatable)")
+    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     p = verb("cancel", "cancel a submitted job")
     _handle_arg(p)
     p = verb("logs", "print a job's logs")
     _handle_arg(p)
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing lines while the job runs")
     verb("schema", "print the JSON Schema of job files (for editors and CI checks)")
+    p = verb("targets", "list the targets, each one's settings, and where each setting can come from")
+    p.add_argument("-t", "--target", help="only this target")
+    p = verb("completion", 'print a shell completion script: eval "$(crosstrain completion bash)"')
+    p.add_argument("shell", choices=("bash", "zsh"))
     p = verb("catalog", "list the GPUs and machine types each target offers")
     p.add_argument("-t", "--target", help="only this target's offers")
     return parser
+
+
+def _duration(text: str) -> float:
+    """Seconds (`600`, `0.5`) or a duration (`90s`, `15m`, `24h`, `1h30m`), as job files take them."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    from crosstrain.spec import parse_duration
+
+    try:
+        return float(parse_duration(text))
+    except Exception:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: write seconds (600) or 90m, 24h, 1h30m"
+        ) from None
 
 
 def _version() -> str:
@@ -202,7 +229,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))
     backend = create_backend(target)
-    request = backend.render(job, api.target_settings(target, args.job, _settings(args)))
+    request = backend.render(job, api.target_settings(target, args.job, api.settings_for(target, _settings(args))))
     for note in request.notes:
         _say(f"note: {note}")
     print(request.to_json() if args.json else backend.format(request, args.format))
@@ -237,15 +264,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
             {
                 "valid": ok,
                 "job": job.name,
+                "checked": ["spec", *results],
                 "targets": {t: [p.to_dict() for p in ps] for t, ps in results.items()},
             }
         )
-    else:
-        _say(f"{args.job}: the spec is valid")
-        for target, problems in results.items():
-            _say(f"  {target}: " + ("ok" if not problems else "cannot run it"))
-            for problem in problems:
-                _say("    - " + str(problem).replace("\n", "\n      "))
+    checked = ", ".join(results) if results else "no target (the job file names none: pass -t TARGET)"
+    _say(f"{args.job}: the spec is valid; targets checked: {checked}")  # narration: stderr, --json or not
+    for target, problems in results.items():
+        _say(f"  {target}: " + ("ok" if not problems else "cannot run it"))
+        for problem in problems:
+            _say("    - " + str(problem).replace("\n", "\n      "))
     return ExitCode.OK if ok else ExitCode.INVALID
 
 
@@ -274,7 +302,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     else:
         job = api.with_run_id(loaded, args.run_id)
         target = api.choose_target(job, _target(args))
-        handle = api.submit(job, target, **api.target_settings(target, args.job, _settings(args)))
+        overrides = api.settings_for(target, _settings(args))
+        with _local_output(target):
+            handle = api.submit(job, target, **api.target_settings(target, args.job, overrides))
     if handle.adopted:
         _say(
             f"a job with identity {handle.identity} existed already, made from this same request: using it. "
@@ -299,8 +329,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(handle.dumps())
     sys.stdout.flush()
     if args.wait:
-        return _wait(handle, args.timeout, 10.0, args.json)
+        return _wait(handle, args.timeout, 1.0, args.json)
+    if handle.target == "local" and handle.status().state.value != "SUCCEEDED":
+        return ExitCode.JOB_FAILED  # the run is over: its outcome is known now
     return ExitCode.OK
+
+
+def _local_output(target: str) -> contextlib.AbstractContextManager[Any]:
+    """A local run's processes write to stderr with the narration: stdout holds only the result."""
+    return contextlib.redirect_stdout(sys.stderr) if target == "local" else contextlib.nullcontext()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -309,13 +346,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))
-    settings = api.target_settings(target, args.job, _settings(args))
+    settings = api.target_settings(target, args.job, api.settings_for(target, _settings(args)))
     if target != "local":
         handle = api.submit(job, target, **settings)
         _say(f"submitted {handle.identity} to {handle.target}" + (" (it existed already)" if handle.adopted else ""))
-        return _wait(handle, args.timeout, 10.0, args.json)
-    # With --json, stdout holds only the result: the processes' output goes to stderr with the narration.
-    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        return _wait(handle, args.timeout, 1.0, args.json)
+    with _local_output(target):
         handle = api.submit(job, target, **settings)
     status = handle.status()
     if args.json:
@@ -326,9 +362,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _wait(
     handle: Any, timeout: float | None, poll: float, as_json: bool, settings: dict[str, Any] | None = None
 ) -> int:
-    _say(f"waiting for {handle.identity}...")
+    from crosstrain.progress import Progress
+
+    progress = Progress(handle.identity, handle.console_url)
     try:
-        status = handle.wait(timeout, poll_interval=poll, **(settings or {}))
+        status = handle.wait(timeout, poll_interval=poll, progress=progress, **(settings or {}))
     except (JobFailed, WaitTimeout) as exc:
         status = handle.status(**(settings or {}))
         if as_json:
@@ -337,7 +375,6 @@ def _wait(
         return exc.exit_code
     if as_json:
         _print_json({"identity": handle.identity, **status.to_dict()})
-    _say(f"{handle.identity}: {status.state.value}")
     return ExitCode.OK
 
 
@@ -355,6 +392,28 @@ def cmd_wait(args: argparse.Namespace) -> int:
     return _wait(_load_handle(args.handle), args.timeout, args.poll, args.json, _handle_settings(args))
 
 
+def cmd_list(args: argparse.Namespace) -> int:
+    import itertools
+    import time
+
+    from crosstrain import api
+    from crosstrain.backends import create_backend
+    from crosstrain.progress import elapsed_text
+
+    backend = create_backend(args.target)
+    jobs = list(itertools.islice(backend.list_jobs(api.settings_for(args.target, _settings(args))), max(args.limit, 0)))
+    if args.json:
+        _print_json([job.to_dict() for job in jobs])
+        return ExitCode.OK
+    now = time.time()
+    for job in jobs:
+        age = elapsed_text(max(0.0, now - job.created))
+        print(f"{job.identity}\t{job.state.value}\t{age} ago\t{job.console_url}")
+    if not jobs:
+        _say(f"no job made by crosstrain on {args.target}")
+    return ExitCode.OK
+
+
 def cmd_cancel(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
     handle.cancel(**_handle_settings(args))
@@ -366,12 +425,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
-    lines = handle.logs(**_handle_settings(args))
+    lines = handle.logs(**_handle_settings(args), **({"follow": True} if args.follow else {}))
     if args.json:
         _print_json({"identity": handle.identity, "lines": list(lines)})
     else:
         for line in lines:
-            print(line)
+            print(line, flush=args.follow)
     return ExitCode.OK
 
 
@@ -379,6 +438,94 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from crosstrain.schema import job_schema
 
     _print_json(job_schema())
+    return ExitCode.OK
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    from crosstrain.backends import entries, get_backend_class
+    from crosstrain.settings import env_vars
+
+    known = entries()
+    if args.target and args.target not in known:
+        raise SpecError(
+            [Problem("--target", f"unknown target {args.target!r}", f"use one of {', '.join(sorted(known))}")]
+        )
+    rows: list[dict[str, Any]] = []
+    for name, entry in sorted(known.items()):
+        if args.target and name != args.target:
+            continue
+        model = get_backend_class(name).settings_model
+        settings: list[dict[str, Any]] = []
+        for key, field in model.model_fields.items():
+            sources = [f"--set {name}.{key}=...", f"targets.{name}.{key} in the job file"]
+            sources += [f"${var}" for var in env_vars(model, key)]
+            settings.append(
+                {
+                    "name": key,
+                    "required": field.is_required(),
+                    "default": None if field.is_required() else _plain(field.get_default(call_default_factory=True)),
+                    "description": (field.description or "").split(" Env: ")[0],
+                    "from": sources,
+                }
+            )
+        rows.append({"target": name, "summary": entry.summary, "install": entry.install_hint, "settings": settings})
+    if args.json:
+        _print_json(rows)
+        return ExitCode.OK
+    for row in rows:
+        print(f"{row['target']}: {row['summary']}  ({row['install']})")
+        for setting in row["settings"]:
+            default = "required" if setting["required"] else f"default {json.dumps(setting['default'])}"
+            print(f"  {setting['name']} ({default}): {setting['description']}")
+            print(f"      from: {', '.join(setting['from'])}")
+    return ExitCode.OK
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Completion from the parser itself: verbs, then each verb's options (and file names for the rest)."""
+    parser = build_parser()
+    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options = {
+        name: sorted(o for action in sub._actions for o in action.option_strings) for name, sub in verbs.choices.items()
+    }
+    names = " ".join(options)
+    if args.shell == "bash":
+        cases = "\n".join(f'        {verb}) opts="{" ".join(opts)}" ;;' for verb, opts in options.items())
+        print(
+            "_crosstrain() {\n"
+            '    local cur="${COMP_WORDS[COMP_CWORD]}" verb="${COMP_WORDS[1]}" opts=""\n'
+            '    if [ "$COMP_CWORD" -eq 1 ]; then\n'
+            f'        COMPREPLY=($(compgen -W "{names}" -- "$cur")); return\n'
+            "    fi\n"
+            '    case "$verb" in\n'
+            f"{cases}\n"
+            "    esac\n"
+            '    if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$opts" -- "$cur"));\n'
+            '    else COMPREPLY=($(compgen -f -- "$cur")); fi\n'
+            "}\n"
+            "complete -o filenames -F _crosstrain crosstrain"
+        )
+    else:
+        cases = "\n".join(
+            f"    {verb}) _arguments '*:file:_files' {' '.join(repr(o) for o in opts)} ;;"
+            for verb, opts in options.items()
+        )
+        print(
+            "#compdef crosstrain\n"
+            "_crosstrain() {\n"
+            "  if (( CURRENT == 2 )); then\n"
+            f"    compadd {names}; return\n"
+            "  fi\n"
+            "  case $words[2] in\n"
+            f"{cases}\n"
+            "  esac\n"
+            "}\n"
+            'if [ "$funcstack[1]" = "_crosstrain" ]; then _crosstrain "$@"; else compdef _crosstrain crosstrain; fi'
+        )
     return ExitCode.OK
 
 
@@ -428,9 +575,12 @@ COMMANDS = {
     "status": cmd_status,
     "wait": cmd_wait,
     "cancel": cmd_cancel,
+    "list": cmd_list,
     "logs": cmd_logs,
     "schema": cmd_schema,
     "catalog": cmd_catalog,
+    "targets": cmd_targets,
+    "completion": cmd_completion,
 }
 
 

@@ -52,6 +52,8 @@ class SpecError(CrosstrainError, ValueError):
         self.source = source
         if headline:
             self.headline = headline
+        elif self.headline == SpecError.headline and self.problems:
+            self.headline = _headline_for(self.problems[0].path) or self.headline
         where = f" ({source})" if source else ""
         count = len(self.problems)
         lines = [f"{self.headline}{where}: {count} problem{'s' if count != 1 else ''}"]
@@ -64,6 +66,20 @@ class SpecError(CrosstrainError, ValueError):
             "source": self.source,
             "problems": [p.to_dict() for p in self.problems],
         }
+
+
+def _headline_for(path: str) -> str | None:
+    """What kind of input a problem's path names, when it is not the job file: a command-line option, a
+    handle, a rendered request, a target's settings."""
+    if path.startswith("-"):
+        return "invalid option"
+    if path == "handle" or path.startswith("handle."):
+        return "invalid job handle"
+    if path.split(".", 1)[0].split("[", 1)[0] in ("request", "calls", "fingerprint", "settings", "identity"):
+        return "invalid request"
+    if path.startswith("targets."):
+        return "invalid target settings"
+    return None
 
 
 class Unsupported(SpecError):
@@ -144,6 +160,16 @@ class IdentityConflict(SubmitError):
 
 class JobFailed(CrosstrainError):
     exit_code = ExitCode.JOB_FAILED
+
+
+class FunctionFailed(JobFailed):
+    """A shipped function raised on a rank: which rank (the first to fail), and its traceback."""
+
+    def __init__(self, rank: int, traceback: str, failed_ranks: int = 1) -> None:
+        others = f" ({failed_ranks - 1} other rank(s) failed too)" if failed_ranks > 1 else ""
+        super().__init__(f"the function raised on rank {rank}{others}:\n{traceback.rstrip()}")
+        self.rank = rank
+        self.traceback = traceback
 
 
 class WaitTimeout(CrosstrainError, TimeoutError):

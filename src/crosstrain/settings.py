@@ -165,3 +165,44 @@ def parse_assignments(pairs: list[str]) -> dict[str, str]:
             raise SpecError([Problem("--set", f"{pair!r} is not key=value", "write e.g. --set project=my-project")])
         out[key.strip().replace("-", "_")] = value
     return out
+
+
+def scoped(
+    assignments: Mapping[str, Any],
+    target: str,
+    fields: Collection[str],
+    known: Collection[str],
+    *,
+    only_target: bool,
+) -> dict[str, Any]:
+    """The overrides that apply to `target`: `TARGET.key=value` to that target only, `key=value` to every target
+    that has the key, or to the `only_target` a command works on whatever the key (a typo is then reported)."""
+    out: dict[str, Any] = {}
+    for key, value in assignments.items():
+        scope, dot, name = key.partition(".")
+        if dot:
+            if scope not in known:
+                raise SpecError(
+                    [Problem(f"--set {key}", f"unknown target {scope!r}", f"use one of {', '.join(sorted(known))}")]
+                )
+            if scope == target:
+                out[name] = value
+        elif key in fields or only_target:
+            out[key] = value
+    return out
+
+
+def unused(assignments: Mapping[str, Any], targets: Mapping[str, Collection[str]]) -> list[Problem]:
+    """`key=value` overrides that no target in play has (a typo, or a setting of a target not checked)."""
+    problems = []
+    for key in assignments:
+        if "." not in key and not any(key in fields for fields in targets.values()):
+            problems.append(
+                Problem(
+                    f"--set {key}",
+                    f"none of the targets checked ({', '.join(targets) or 'none'}) has a setting {key!r}",
+                    "check the spelling (`crosstrain targets` lists every setting), "
+                    "or scope it: --set TARGET.key=value",
+                )
+            )
+    return problems

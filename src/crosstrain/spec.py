@@ -379,6 +379,18 @@ class TrainingJob(_Model):
 
     #: The folder relative paths in the job (`code`, `requirements`) are resolved against: the job file's folder.
     _base_dir: Path | None = PrivateAttr(None)
+    #: A pickled `(fn, args, kwargs)` shipped with the job (`crosstrain.run(fn, job)`); never in a job file.
+    _function: bytes | None = PrivateAttr(None)
+
+    @property
+    def function_payload(self) -> bytes | None:
+        return self._function
+
+    def with_function(self, payload: bytes) -> TrainingJob:
+        """A copy of this job that ships `payload` and runs it on every rank (`crosstrain.function`)."""
+        job = self.model_copy()
+        job._function = payload
+        return job
 
     @property
     def base_dir(self) -> Path:

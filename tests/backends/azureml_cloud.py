@@ -26,7 +26,8 @@ import json
 import re
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -53,6 +54,15 @@ WORKSPACE = {"subscription_id": SUBSCRIPTION, "resource_group": "my-rg", "worksp
 _WORKSPACE = r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.MachineLearningServices/workspaces/[^/]+"
 _JOB = re.compile(rf"^(?P<job>{_WORKSPACE}/jobs/(?P<name>[^/]+))(?P<cancel>/cancel)?$")
 _ENVIRONMENT = re.compile(rf"^{_WORKSPACE}/environments/[^/]+/versions/[^/]+$")
+_CODES = re.compile(
+    rf"^(?P<versions>{_WORKSPACE}/codes/[^/]+/versions)(?P<version>/[^/]+)?(?P<pending>/startPendingUpload)?$"
+)
+
+#: Azurite's development account (public, documented in Azurite's README).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+#: The container the fake workspace hands out for code uploads (the workspace's blob store, as Azure names it).
+CODE_CONTAINER = "azureml-blobstore-00000000-0000-0000-0000-000000000000"
 
 TERMINAL = ("Completed", "Failed", "Canceled", "NotResponding")
 #: The statuses of Azure ML's `JobStatus` (the ARM API's enum, as azure-ai-ml ships it).
@@ -78,9 +88,15 @@ class AzureMLService(LoopbackService):
         *,
         slow_seconds: float = 0.5,
         late_seconds: float = 0.3,
+        blob_endpoint: str | None = None,
+        container: str = CODE_CONTAINER,
     ) -> None:
         super().__init__(slow_seconds=slow_seconds, late_seconds=late_seconds)
         self.statuses = statuses
+        #: Azurite's account URL (`http://127.0.0.1:<port>/devstoreaccount1`): startPendingUpload hands out a
+        #: container SAS there. Without one, startPendingUpload is refused.
+        self.blob_endpoint = blob_endpoint
+        self.container = container
         self.resources: dict[str, dict[str, Any]] = {}
         self.plans: dict[str, list[str]] = {}  # job path -> its statuses to come, the current one first
 
@@ -114,6 +130,13 @@ class AzureMLService(LoopbackService):
             return "find" if call.query.get("api-version") == API_VERSION else "get"
         if _ENVIRONMENT.match(call.path) and call.method == "PUT":
             return "environment"
+        code = _CODES.match(call.path)
+        if code:
+            if code["pending"]:
+                return "start-upload"
+            if code["version"]:
+                return "code" if call.method == "PUT" else "code-get"
+            return "code-list"
         return "other"
 
     def error(self, status: int, message: str) -> Reply:
@@ -125,7 +148,25 @@ class AzureMLService(LoopbackService):
 
     def answer(self, call: Call) -> Reply:
         job = _JOB.match(call.path)
-        if call.method == "PUT" and (job or _ENVIRONMENT.match(call.path)):
+        code = _CODES.match(call.path)
+        if code and code["pending"] and call.method == "POST":
+            return self._start_pending_upload()
+        if code and not code["version"] and call.method == "GET":
+            # list by content hash: the code versions of the workspace (under any name, as the service does)
+            # whose recorded hash is the one asked for
+            wanted = (call.query.get("hash"), call.query.get("hashVersion"))
+            found = [
+                self._read(path)
+                for path, stored in self.resources.items()
+                if _CODES.match(path)
+                and (
+                    (stored["properties"].get("properties") or {}).get("hash_sha256"),
+                    str((stored["properties"].get("properties") or {}).get("hash_version")),
+                )
+                == wanted
+            ]
+            return Reply(200, {"value": found})
+        if call.method == "PUT" and (job or _ENVIRONMENT.match(call.path) or (code and code["version"])):
             if call.path in self.resources:
                 return Reply(200, self._read(call.path))
             stored = json.loads(json.dumps(call.body))
@@ -149,6 +190,41 @@ class AzureMLService(LoopbackService):
             advance = job is not None and self.operation(call) == "get"  # a status read moves the job on
             return Reply(200, self._read(call.path, advance=advance))
         return self.error(404, f"{call.path} not found")
+
+    def _start_pending_upload(self) -> Reply:
+        """A container SAS on Azurite, as the workspace answers with one on its blob store."""
+        if not self.blob_endpoint:
+            return self.error(400, "this fake workspace has no blob store (pass blob_endpoint)")
+        from datetime import datetime, timedelta, timezone
+
+        from azure.core.exceptions import ResourceExistsError
+        from azure.storage.blob import BlobServiceClient, ContainerSasPermissions, generate_container_sas
+
+        account = BlobServiceClient(
+            self.blob_endpoint, credential={"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}
+        )
+        with suppress(ResourceExistsError):
+            account.create_container(self.container)
+        sas = generate_container_sas(
+            AZURITE_ACCOUNT,
+            self.container,
+            account_key=AZURITE_KEY,
+            permission=ContainerSasPermissions(read=True, write=True, list=True, add=True, create=True),
+            expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+        )
+        container = f"{self.blob_endpoint}/{self.container}"
+        return Reply(
+            200,
+            {
+                "blobReferenceForConsumption": {
+                    "blobUri": container,
+                    "storageAccountArmId": None,
+                    "credential": {"credentialType": "SAS", "sasUri": f"{container}?{sas}"},
+                },
+                "pendingUploadId": "00000000-0000-0000-0000-000000000001",
+                "pendingUploadType": "TemporaryBlobReference",
+            },
+        )
 
     def _read(self, path: str, *, advance: bool = False) -> dict[str, Any]:
         stored: dict[str, Any] = json.loads(json.dumps(self.resources[path]))
@@ -340,3 +416,76 @@ class AzureMLPlatform(LoopbackPlatform):
 
     def settle(self) -> None:
         self.service.settle()
+
+
+# -- Azurite (npm), the Azure Blob emulator -------------------------------------------------------------
+def azurite_command() -> str | None:
+    """`azurite-blob`: $CROSSTRAIN_AZURITE, else on PATH, else under the repository's `.ci/node_modules` (where
+    the noxfile's tests session installs it)."""
+    import os
+    import shutil
+
+    named = os.environ.get("CROSSTRAIN_AZURITE")
+    if named:
+        return named
+    found = shutil.which("azurite-blob")
+    if found:
+        return found
+    local = ROOT / ".ci" / "node_modules" / ".bin" / "azurite-blob"
+    return str(local) if local.exists() else None
+
+
+@contextmanager
+def azurite(command: str) -> Iterator[str]:
+    """A blob-only Azurite on a free loopback port, in memory, no telemetry; yields the dev account's URL."""
+    import socket
+    import subprocess
+    import tempfile
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryDirectory() as scratch, open(Path(scratch) / "azurite.log", "wb") as log:
+        process = subprocess.Popen(
+            [
+                command,
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                str(port),
+                "--inMemoryPersistence",
+                "--disableTelemetry",
+                "--skipApiVersionCheck",
+                "--loose",
+            ],
+            cwd=scratch,  # in memory: nothing should be written, and nothing lands in the caller's folder
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1):
+                        break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        output = (Path(scratch) / "azurite.log").read_text(errors="replace")
+                        raise RuntimeError(f"Azurite did not start: {output[-2000:]}") from None
+                    time.sleep(0.1)
+            yield f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def blob_container(endpoint: str, container: str) -> Any:
+    """A `ContainerClient` on Azurite with the dev account's key (for tests to read what was uploaded)."""
+    from azure.storage.blob import BlobServiceClient
+
+    account = BlobServiceClient(endpoint, credential={"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY})
+    return account.get_container_client(container)

@@ -12,8 +12,11 @@ import io
 import json
 import logging
 import os
+import re
 import shlex
+import shutil
 import string
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -30,11 +33,15 @@ from azure.core.rest import HttpRequest
 from crosstrain import launch
 from crosstrain.backends import create_backend
 from crosstrain.backends.azureml import (
+    AML_IGNORE_FILES,
     API_VERSION,
+    BLOB_CONTAINER,
     FINGERPRINT_PROPERTY,
+    SAS_CONTAINER,
     STATE_MAP,
     AzureMLBackend,
     anonymous_environment_version,
+    code_content_hash,
     iso_duration,
     seconds_of,
 )
@@ -62,6 +69,9 @@ from tests.backends.azureml_cloud import (
     AzureMLTransport,
     FakeCredential,
     LoopbackTransport,
+    azurite,
+    azurite_command,
+    blob_container,
 )
 from tests.conftest import ROOT
 
@@ -433,7 +443,9 @@ def test_validation_catches_what_load_job_lets_through(
     [
         ({"primary": {"machine": None}}, {"compute": None}, "primary.machine", "serverless"),
         ({"image": None}, {}, "image", "environment"),
-        ({}, {"environment": "azureml:my-env@latest"}, "targets.azureml.environment", "pin the version"),
+        ({}, {"environment": "azureml:my-env@v2"}, "targets.azureml.environment", "@latest"),
+        ({}, {"environment": "azureml:my-env"}, "targets.azureml.environment", "registry URI"),
+        ({"requirements": ["numpy"]}, {}, "requirements", "set `code:`"),
         ({"launch": {"framework": "tensorflow", "mode": "per-node"}}, {}, "launch.mode", "TF_CONFIG"),
         ({"scheduling": {"spot": True}}, {"job_tier": "premium"}, "targets.azureml.job_tier", "spot"),
         ({"output_dir": "azureml://datastores/x/paths/y"}, {}, "output_dir", "outputs"),
@@ -826,3 +838,446 @@ def test_az_yaml_is_derived_from_the_request_alone() -> None:
     assert data["compute"] == "azureml:gpu-cluster"
     assert data["queue_settings"] == {"job_tier": "standard", "priority": "low"}
     assert data["limits"] == {"timeout": 7200}
+
+
+# -- code: a code asset, as `command(code=DIR)` makes it -----------------------------------------------------
+@pytest.fixture(scope="module")
+def azurite_url() -> Iterator[str]:
+    """A real Azurite (npm) for this module's uploads; see `azureml_cloud.azurite_command` for where it is found."""
+    command = azurite_command()
+    if command is None:
+        message = (
+            "azurite-blob not found: npm install azurite (noxfile's tests session does), or set CROSSTRAIN_AZURITE"
+        )
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(message)
+    with azurite(command) as url:
+        yield url
+
+
+def code_folder(root: Path) -> Path:
+    """A small project: two modules, data and bytecode its .gitignore leaves out, an .amlignore'd file."""
+    folder = root / "project"
+    (folder / "pkg").mkdir(parents=True)
+    (folder / "data").mkdir()
+    (folder / "train.py").write_text("import pkg.model\nprint('trained')\n")
+    (folder / "pkg" / "__init__.py").write_text("")
+    (folder / "pkg" / "model.py").write_text("WIDTH = 4\n")
+    (folder / "pkg" / "model.pyc").write_bytes(b"\x00bytecode")
+    (folder / "data" / "big.bin").write_bytes(b"\x01" * 4096)
+    (folder / ".gitignore").write_text("data/\n*.pyc\n")
+    return folder
+
+
+def code_job(folder: Path, **changes: Any) -> TrainingJob:
+    spec = job_from_dict(merge(BASE_JOB, {"code": folder.name, "image": None, "environment": "pytorch", **changes}))
+    return spec.located(folder.parent)
+
+
+def test_code_renders_the_sdks_code_asset_calls_and_runs_from_the_snapshot(tmp_path: Path) -> None:
+    from crosstrain import packaging
+    from crosstrain.backends.azureml import code_asset_name
+
+    folder = code_folder(tmp_path)
+    request = render(code_job(folder))
+    bundle = packaging.for_job(code_job(folder), ignore_files=AML_IGNORE_FILES)
+    assert bundle is not None
+    assert request.code == bundle.ref
+    name = code_asset_name(bundle)
+    versions = f"https://management.azure.com{ARM_WS}/codes/{name}/versions"
+    assert [(c.method, c.url.split("?")[0]) for c in request.calls] == [
+        ("GET", request.create.url.split("?")[0]),
+        ("GET", versions),
+        ("POST", f"{versions}/1/startPendingUpload"),
+        ("PUT", f"{SAS_CONTAINER}/{name}/"),
+        ("PUT", f"{versions}/1"),
+        ("PUT", request.create.url.split("?")[0]),
+    ]
+    assert request.calls[1].url.endswith(f"&hash={code_content_hash(bundle.files)}&hashVersion=202208")
+    uploaded = [b["name"] for b in request.calls[3].body["blobs"]]
+    assert uploaded == [f"{name}/{f.path}" for f in bundle.files]
+    assert f"{name}/crosstrain_code/src/train.py" in uploaded
+    assert not any("data/" in b or b.endswith(".pyc") for b in uploaded)  # .gitignore applied
+    assert f"{name}/crosstrain_code/src/.gitignore" in uploaded  # the ignore file itself ships, as with the SDK
+    props = body(request)
+    assert props["codeId"] == f"{ARM_WS}/codes/{name}/versions/1"
+    assert props["environmentId"] == "azureml:AzureML-acpt-pytorch-2.8-cuda12.6@latest"
+    assert shlex.split(props["command"]) == [
+        "python",
+        "-m",
+        "crosstrain_code",
+        "--",
+        "python",
+        "-m",
+        "train",
+        "--epochs",
+        "2",
+    ]
+    # the content is part of the fingerprint: a changed file is a different request
+    (folder / "pkg" / "model.py").write_text("WIDTH = 8\n")
+    assert render(code_job(folder)).fingerprint != request.fingerprint
+
+
+def test_amlignore_wins_over_gitignore_as_in_the_sdk(tmp_path: Path) -> None:
+    folder = code_folder(tmp_path)
+    (folder / ".amlignore").write_text("*.pyc\n")  # data/ is shipped now
+    blobs = [b["name"] for b in render(code_job(folder)).calls[3].body["blobs"]]
+    assert any(b.endswith("crosstrain_code/src/data/big.bin") for b in blobs)
+    assert not any(b.endswith(".pyc") for b in blobs)
+
+
+def test_requirements_are_installed_by_the_bootstrap(tmp_path: Path) -> None:
+    folder = code_folder(tmp_path)
+    request = render(code_job(folder, requirements=["einops==0.8.0"]))
+    assert shlex.split(body(request)["command"])[:5] == ["python", "-m", "crosstrain_code", "--install", "--"]
+    assert any("pip-installs einops==0.8.0" in note for note in request.notes)
+    blobs = {b["name"].split("/", 1)[1]: b for b in request.calls[3].body["blobs"]}
+    assert blobs["crosstrain_code/requirements.txt"]["size"] == len("einops==0.8.0\n")
+
+
+def test_per_node_launcher_runs_inside_the_bootstrap(tmp_path: Path) -> None:
+    request = render(code_job(code_folder(tmp_path), launch={"mode": "per-node"}))
+    words = shlex.split(body(request)["command"])
+    assert words[:8] == [
+        "python",
+        "-m",
+        "crosstrain_code",
+        "--",
+        "python",
+        "-m",
+        "crosstrain.launch",
+        "--nproc-per-node",
+    ]
+
+
+def test_an_unshippable_folder_is_refused_at_render(tmp_path: Path) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "escape").symlink_to("/etc")
+    with pytest.raises(SpecError) as refused:
+        render(code_job(folder))
+    assert any("leaves the code folder" in p.message for p in refused.value.problems)
+
+
+@pytest.mark.parametrize(
+    ("reference", "environment_id"),
+    [
+        ("azureml:AzureML-acpt-pytorch-2.8-cuda12.6@latest", "azureml:AzureML-acpt-pytorch-2.8-cuda12.6@latest"),
+        ("AzureML-acpt-pytorch-2.8-cuda12.6@latest", "azureml:AzureML-acpt-pytorch-2.8-cuda12.6@latest"),
+        ("my-env:3", f"{ARM_WS}/environments/my-env/versions/3"),
+        ("azureml:my-env:3", f"{ARM_WS}/environments/my-env/versions/3"),
+        (
+            "azureml://registries/azureml/environments/acpt-pytorch-2.8-cuda12.6/versions/3",
+            "azureml://registries/azureml/environments/acpt-pytorch-2.8-cuda12.6/versions/3",
+        ),
+        (
+            "azureml://registries/azureml/environments/acpt-pytorch-2.8-cuda12.6/labels/latest",
+            "azureml://registries/azureml/environments/acpt-pytorch-2.8-cuda12.6/labels/latest",
+        ),
+    ],
+)
+def test_environment_references_go_on_as_the_sdk_passes_them(
+    reference: str, environment_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from azure.ai.ml import PyTorchDistribution, command
+
+    request = render(job(), environment=reference)
+    assert body(request)["environmentId"] == environment_id
+    assert [c.method for c in request.calls] == ["GET", "PUT"]  # no environment call: the service resolves labels
+    sdk_job = command(
+        command="python -m train --epochs 2",
+        environment=reference,
+        compute="gpu-cluster",
+        distribution=PyTorchDistribution(process_count_per_instance=4),
+    )
+    ((method, _, sent),) = sdk_calls(sdk_job, tmp_path, monkeypatch)
+    assert (method, sent["properties"]["environmentId"]) == ("PUT", environment_id)
+    # the az-yaml form names it so that az ml job create sends the same
+    assert yaml.safe_load(create_backend("azureml", environ={}).format(request, "az-yaml"))["environment"] in (
+        reference if reference.startswith("azureml:") else f"azureml:{reference}",
+        environment_id,
+    )
+
+
+@pytest.mark.parametrize("version", ["pytorch", "pytorch:2.8"])
+def test_the_portable_environment_is_the_curated_one(version: str) -> None:
+    request = render(job(image=None, environment=version))
+    assert body(request)["environmentId"] == "azureml:AzureML-acpt-pytorch-2.8-cuda12.6@latest"
+    with pytest.raises(Unsupported) as refused:
+        render(job(image=None, environment="pytorch:1.13"))
+    assert "pytorch:2.8" in refused.value.problems[0].message
+
+
+def _sdk_code_calls(
+    staged: Path, request: Request, service: AzureMLService, monkeypatch: pytest.MonkeyPatch
+) -> list[Any]:
+    from azure.ai.ml import MLClient, PyTorchDistribution, command
+
+    monkeypatch.chdir(staged.parent)  # outside a git repository: no git properties on the job
+    transport = AzureMLTransport(service)
+    ml = MLClient(FakeCredential(), SUBSCRIPTION, "my-rg", "my-ws", transport=transport)
+    props = body(request)
+    sdk_job = command(
+        name=request.identity,
+        code=str(staged),
+        command=props["command"],
+        environment=props["environmentId"],
+        compute="gpu-cluster",
+        distribution=PyTorchDistribution(process_count_per_instance=4),
+    )
+    ml.jobs.create_or_update(sdk_job)
+    return list(transport.requests)
+
+
+def test_the_code_calls_are_the_sdks(azurite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """azure-ai-ml's own `create_or_update(command(code=<the staged bundle>))` against the fake workspace and
+    Azurite, compared with the render. Inherent differences: the SDK names the code asset with a random UUID
+    (crosstrain: `crosstrain-<bundle digest>`, so a render is deterministic), its blob prefix is the folder's
+    basename (staged here under the asset's name, so the blob names agree), and the container URLs come from
+    startPendingUpload's answer (placeholders in the render)."""
+    from crosstrain import packaging
+    from crosstrain.backends.azureml import code_asset_name
+
+    folder = code_folder(tmp_path)
+    request = render(code_job(folder))
+    bundle = packaging.for_job(code_job(folder), ignore_files=AML_IGNORE_FILES)
+    assert bundle is not None
+    name = code_asset_name(bundle)
+    bundle.stage(tmp_path / "staging" / name)
+    service = AzureMLService(blob_endpoint=azurite_url, container="sdk-parity")
+    sent = _sdk_code_calls(tmp_path / "staging" / name, request, service, monkeypatch)
+    random_name = urlsplit(sent[0].url).path.split("/codes/")[1].split("/")[0]
+
+    def ours(url: str) -> str:
+        return url.replace(random_name, name)
+
+    lookup, start, register, put = sent
+    assert (lookup.method, ours(lookup.url)) == ("GET", request.calls[1].url)  # the same content hash
+    assert (start.method, ours(start.url), start.body) == ("POST", request.calls[2].url, request.calls[2].body)
+    container = f"{azurite_url}/sdk-parity"
+    expected = json.loads(json.dumps(request.calls[4].body).replace(BLOB_CONTAINER, container))
+    assert (register.method, ours(register.url), register.body) == ("PUT", request.calls[4].url, expected)
+    assert ours(put.body["properties"]["codeId"]) == body(request)["codeId"]
+    blobs = sorted(b.name for b in blob_container(azurite_url, "sdk-parity").list_blobs())
+    assert blobs == sorted(b["name"] for b in request.calls[3].body["blobs"])
+
+
+def _code_backend(service: AzureMLService) -> AzureMLBackend:
+    return AzureMLBackend(
+        transport=AzureMLTransport(service),
+        credential=FakeCredential(),
+        retry=RetryPolicy(sleep=lambda s: None, call_timeout=30),
+        environ={},
+    )
+
+
+def test_submit_uploads_once_and_an_unchanged_folder_never_again(azurite_url: str, tmp_path: Path) -> None:
+    folder = code_folder(tmp_path)
+    service = AzureMLService(blob_endpoint=azurite_url, container="submits")
+    backend = _code_backend(service)
+    first = backend.submit(code_job(folder), SETTINGS)
+    operations = [service.operation(c) for c in service.received]
+    assert operations == ["find", "code-list", "start-upload", "code", "create"]
+    container = blob_container(azurite_url, "submits")
+    listed = {b.name: b for b in container.list_blobs(include=["metadata"])}
+    request = render(code_job(folder))
+    name = request.calls[3].url.removeprefix(SAS_CONTAINER + "/").rstrip("/")
+    # exactly the local files minus the ignored ones, and crosstrain's runtime beside them
+    user = {
+        k.removeprefix(f"{name}/crosstrain_code/src/"): container.download_blob(k).readall()
+        for k in listed
+        if k.startswith(f"{name}/crosstrain_code/src/")
+    }
+    assert user == {
+        ".gitignore": b"data/\n*.pyc\n",
+        "train.py": b"import pkg.model\nprint('trained')\n",
+        "pkg/__init__.py": b"",
+        "pkg/model.py": b"WIDTH = 4\n",
+    }
+    runtime = {k.removeprefix(f"{name}/crosstrain_code/") for k in listed if "/src/" not in k}
+    assert {"__main__.py", "__init__.py", "requirements.txt", "crosstrain/launch.py"} <= runtime
+    assert listed[f"{name}/crosstrain_code/__init__.py"].metadata == {
+        "upload_status": "completed",
+        "name": name,
+        "version": "1",
+    }
+    stored = service.resources[body(request)["codeId"]]
+    assert stored["properties"]["codeUri"] == f"{azurite_url}/submits/{name}"
+    etags = {k: b.etag for k, b in listed.items()}
+
+    # the same folder again, under a new run: found by its hash, nothing uploaded, no code version PUT
+    service.received.clear()
+    second = backend.submit(code_job(folder, run_id="again"), SETTINGS)
+    assert second.job_id != first.job_id
+    assert [service.operation(c) for c in service.received] == ["find", "code-list", "create"]
+    assert {b.name: b.etag for b in container.list_blobs()} == etags
+    assert service.resources[service.job(second.job_id)]["properties"]["codeId"] == body(request)["codeId"]
+
+    # the same request again: the job is adopted, nothing else is sent
+    service.received.clear()
+    assert backend.submit(code_job(folder), SETTINGS).adopted
+    assert [service.operation(c) for c in service.received] == ["find"]
+
+
+def test_content_uploaded_by_the_sdk_is_reused(
+    azurite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crosstrain import packaging
+
+    folder = code_folder(tmp_path)
+    bundle = packaging.for_job(code_job(folder), ignore_files=AML_IGNORE_FILES)
+    assert bundle is not None
+    bundle.stage(tmp_path / "staging" / "anything")
+    service = AzureMLService(blob_endpoint=azurite_url, container="reuse")
+    sdk = _sdk_code_calls(tmp_path / "staging" / "anything", render(code_job(folder)), service, monkeypatch)
+    sdk_code_id = sdk[-1].body["properties"]["codeId"]
+    service.received.clear()
+    handle = _code_backend(service).submit(code_job(folder, run_id="mine"), SETTINGS)
+    assert [service.operation(c) for c in service.received] == ["find", "code-list", "create"]
+    assert service.resources[service.job(handle.job_id)]["properties"]["codeId"] == sdk_code_id
+
+
+def test_a_folder_changed_after_render_is_refused_before_anything_is_uploaded(azurite_url: str, tmp_path: Path) -> None:
+    folder = code_folder(tmp_path)
+    service = AzureMLService(blob_endpoint=azurite_url, container="changed")
+    backend = _code_backend(service)
+    request = backend.render(code_job(folder), SETTINGS)
+    (folder / "train.py").write_text("print('edited')\n")
+    with pytest.raises(SpecError, match="changed since the request was rendered"):
+        backend.send(request)
+    assert [service.operation(c) for c in service.received] == ["find"]
+
+
+# -- local emulation: the rendered node command, from the staged bundle, in a Python without crosstrain ------
+def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`crosstrain ARGS` with this checkout's crosstrain, and no PYTHONPATH for the nodes to inherit: they import
+    crosstrain only from the shipped bundle."""
+    from crosstrain.backends.local import inherited_environment
+
+    env = {k: v for k, v in inherited_environment(os.environ).items() if k != "PYTHONPATH"}
+    boot = f"import sys; sys.path[:0] = [{str(ROOT / 'src')!r}]; from crosstrain.cli import main; sys.exit(main())"
+    return subprocess.run(
+        [sys.executable, "-c", boot, *args], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+    )
+
+
+@pytest.fixture(scope="session")
+def stock(request: pytest.FixtureRequest) -> Path:
+    """tests/conftest.py's `stock_python`, made without this run's PYTHONPATH (which would import crosstrain)."""
+    saved = os.environ.pop("PYTHONPATH", None)
+    try:
+        python: Path = request.getfixturevalue("stock_python")
+        return python
+    finally:
+        if saved is not None:
+            os.environ["PYTHONPATH"] = saved
+
+
+@pytest.mark.parametrize("emulate", ["azureml", "azureml-mpi"])
+def test_a_job_with_code_trains_under_emulation_in_a_stock_python(emulate: str, tmp_path: Path, stock: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    shutil.copy(ROOT / "examples" / "ddp-quickstart" / "train.py", code / "train.py")
+    (code / "notes.tmp").write_text("left out\n")
+    (code / ".amlignore").write_text("*.tmp\n")
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "code-quickstart",
+                "code": "./code",
+                "environment": "pytorch",
+                "command": "python train.py",
+                "args": ["--epochs", "1", "--samples", "512"],
+                "workers": {"replicas": 1},
+                "launch": {"processes_per_node": 1},
+                "targets": {"azureml": dict(SETTINGS)},
+            }
+        )
+    )
+    local = create_backend("local", environ={}).render(load_job(job_file), {"emulate": emulate})
+    assert local.code is not None
+    assert local.code.ignore_files == AML_IGNORE_FILES  # stages what Azure ML receives: notes.tmp left out
+    assert local.code.files == 2  # train.py and .amlignore
+    done = _run_cli("run", str(job_file), "--local", "--emulate", emulate, "--set", f"python={stock}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "SUCCEEDED" in done.stderr
+    assert len(re.findall(r"rank (\d)/2 done", done.stderr)) == 2, done.stderr[-3000:]
+
+
+def test_the_seed_code_example_renders_the_same_from_anywhere(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "azureml-seed-code" / "job.yaml"
+    outputs = []
+    for cwd, path in (
+        (ROOT, "examples/azureml-seed-code/job.yaml"),
+        (example.parent, "job.yaml"),
+        (tmp_path, str(example)),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "crosstrain.cli", "render", path, "-t", "azureml"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=cwd,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])},
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1] == outputs[2]
+    request = Request.from_dict(json.loads(outputs[0]))
+    props = body(request)
+    assert (props["resources"]["instanceCount"], props["distribution"]["processCountPerInstance"]) == (2, 4)
+    assert props["environmentId"] == "azureml:AzureML-acpt-pytorch-2.8-cuda12.6@latest"
+    assert shlex.split(props["command"]) == [
+        "python",
+        "-m",
+        "crosstrain_code",
+        "--",
+        "python",
+        "train.py",
+        "--epochs",
+        "50",
+    ]
+    assert request.code is not None
+    assert request.code.folder == str(example.parent / "src")
+
+
+def test_the_seed_code_example_runs_under_azureml_emulation(tmp_path: Path, stock: Path) -> None:
+    """The example as it is, but one epoch and small data (its 2 x 4 processes on this machine's CPUs)."""
+    example = ROOT / "examples" / "azureml-seed-code"
+    shutil.copytree(example, tmp_path / "example")
+    job_file = tmp_path / "example" / "job.yaml"
+    spec = yaml.safe_load(job_file.read_text())
+    spec["args"] = ["--epochs", "1", "--samples", "256"]
+    job_file.write_text(yaml.safe_dump(spec))
+    done = _run_cli("run", str(job_file), "--local", "--emulate", "azureml", "--set", f"python={stock}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(re.findall(r"rank (\d)/8 done", done.stderr)) == 8, done.stderr[-3000:]
+
+
+def test_a_request_whose_code_calls_name_other_content_is_refused(azurite_url: str, tmp_path: Path) -> None:
+    import dataclasses
+
+    folder = code_folder(tmp_path)
+    service = AzureMLService(blob_endpoint=azurite_url, container="tampered")
+    backend = _code_backend(service)
+    request = backend.render(code_job(folder), SETTINGS)
+    calls = list(request.calls)
+    calls[3] = dataclasses.replace(calls[3], url=f"{SAS_CONTAINER}/crosstrain-elsewhere/")
+    with pytest.raises(SubmitError, match="do not name the content"):
+        backend.send(dataclasses.replace(request, calls=tuple(calls)))
+    assert [service.operation(c) for c in service.received] == ["find"]
+
+
+def test_az_yaml_names_the_code_asset(tmp_path: Path) -> None:
+    from azure.ai.ml import load_job as sdk_load_job
+    from azure.ai.ml.entities import Command
+
+    request = render(code_job(code_folder(tmp_path)))
+    text = create_backend("azureml", environ={}).format(request, "az-yaml")
+    name = body(request)["codeId"].split("/codes/")[1].split("/")[0]
+    assert yaml.safe_load(text)["code"] == f"azureml:{name}:1"
+    job_file = tmp_path / "job.yml"
+    job_file.write_text(text)
+    loaded = sdk_load_job(source=job_file)
+    assert isinstance(loaded, Command)
+    assert loaded._validate().passed

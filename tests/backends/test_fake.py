@@ -165,3 +165,31 @@ def test_handle_string_reconnects_in_a_new_backend(tmp_path: Path) -> None:
     again = JobHandle.loads(str(handle))
     assert again == handle
     assert again.status().state is JobState.SUCCEEDED
+
+
+def test_code_is_uploaded_once_by_its_digest_and_unpacks_to_the_folder(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from crosstrain import packaging
+
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "train.py").write_text("print(1)\n")
+    (src / "pkg" / "util.py").write_text("X = 2\n")
+    (src / "junk.log").write_text("noise\n")
+    (src / ".crosstrainignore").write_text("*.log\n")
+    job = job_from_dict({"name": "shipped", "code": str(src), "command": "python train.py"})
+    settings = {"root": str(tmp_path / "cloud")}
+    first = FakeBackend()
+    handle = first.submit(job, settings)
+    again = FakeBackend()
+    assert again.submit(job, settings) == handle
+    assert (first.uploads, again.uploads) == (1, 0)
+    (archive,) = (tmp_path / "cloud" / "code").rglob(packaging.ARCHIVE_NAME)
+    with tarfile.open(fileobj=io.BytesIO(archive.read_bytes())) as tar:
+        prefix = "crosstrain_code-1.0/crosstrain_code/src/"
+        shipped = {m.name.removeprefix(prefix) for m in tar.getmembers() if m.name.startswith(prefix)}
+    assert shipped == {"train.py", "pkg/util.py", ".crosstrainignore"}
+    (src / "train.py").write_text("print(2)\n")
+    assert FakeBackend().submit(job, settings).identity != handle.identity  # new code, new job

@@ -187,15 +187,15 @@ def test_the_example_trains_under_every_emulation(emulate: str) -> None:
     _needs_java(emulate)
     done = cli("run", str(EXAMPLE), "--local", "--emulate", emulate)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    finals = dict(re.findall(r"rank (\d)/4 done in [\d.]+s: params (\w+)", done.stdout))
-    assert sorted(finals) == ["0", "1", "2", "3"], done.stdout[-3000:]
+    finals = dict(re.findall(r"rank (\d)/4 done in [\d.]+s: params (\w+)", done.stderr))
+    assert sorted(finals) == ["0", "1", "2", "3"], done.stderr[-3000:]
     assert len(set(finals.values())) == 1  # DDP kept every rank's parameters identical
-    losses = [float(x) for x in re.findall(r"epoch \d/5: loss ([\d.]+)", done.stdout)]
+    losses = [float(x) for x in re.findall(r"epoch \d/5: loss ([\d.]+)", done.stderr)]
     assert losses[-1] < losses[0] / 5
     assert "SUCCEEDED" in done.stderr
     if emulate != "databricks":  # torchrun's events or the processes themselves give each rank's exit code
         assert re.findall(r"rank (\d) \[node\d\]: exit 0", done.stderr) == ["0", "1", "2", "3"]
-        assert re.search(r"^\[node1 rank3\] rank 3/4 done", done.stdout, re.MULTILINE)
+        assert re.search(r"^\[node1 rank3\] rank 3/4 done", done.stderr, re.MULTILINE)
 
 
 FAILS_ON_RANK_1 = """
@@ -238,8 +238,8 @@ def test_a_failing_rank_ends_the_run_fast_with_its_error_and_nothing_left(emulat
     done = cli("run", str(job), "--local", "--emulate", emulate, timeout=120)
     assert time.monotonic() - started < 60
     assert done.returncode == 4, done.stderr[-3000:]
-    assert "RuntimeError: rank 1 fails on purpose" in done.stdout
-    assert re.search(r"^\[node0 rank1\] .*rank 1 fails on purpose", done.stdout, re.MULTILINE)
+    assert "RuntimeError: rank 1 fails on purpose" in done.stderr
+    assert re.search(r"^\[node0 rank1\] .*rank 1 fails on purpose", done.stderr, re.MULTILINE)
     assert "FAILED" in done.stderr
     assert "the first failure seen" in done.stderr
     assert_no_strays(tmp_path / "pids")

@@ -180,3 +180,37 @@ def raise_for_status(response: Any, what: str) -> None:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def upload_blobs(
+    container_sas_url: str,
+    blobs: list[tuple[str, Callable[[], bytes]]],
+    *,
+    metadata: dict[str, str],
+    timeout: float,
+    what: str,
+    workers: int = 8,
+) -> None:
+    """Upload each (blob name, its bytes) to the container a SAS URL names, with azure-storage-blob as
+    azure-ai-ml does (`ContainerClient.from_container_url`, MD5-validated content, overwrite), `workers` at a
+    time; then `metadata` on the first blob (azure-ai-ml's indicator: its `upload_status: completed`).
+    Errors come back as crosstrain's: a retry uploads everything again (overwrite: the same names, the same
+    bytes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    storage = require("azure.storage.blob", EXTRA)
+    container = storage.ContainerClient.from_container_url(
+        container_sas_url, connection_timeout=timeout, read_timeout=timeout, retry_total=0
+    )
+
+    def put(blob: tuple[str, Callable[[], bytes]]) -> None:
+        name, read = blob
+        data = read()
+        container.upload_blob(name, data, overwrite=True, validate_content=bool(data))
+
+    with container:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(blobs)))) as pool:
+            call(lambda: list(pool.map(put, blobs)), what)
+        if blobs:
+            first = blobs[0][0]
+            call(lambda: container.get_blob_client(first).set_blob_metadata(metadata), what)

@@ -8,7 +8,9 @@ exit codes through torchrun's own event log (`PET_EVENT_LOG_HANDLER=console`), r
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 
 from crosstrain.backends.base import JobState
+from crosstrain.failures import classify, last_lines
 
 PLACEHOLDERS = ("${MASTER_PORT}", "${RUN_DIR}", "${PATH}")
 _EVENT = b'{"name": "torchelastic.worker.status.'
@@ -47,6 +50,8 @@ class Process:
     popen: subprocess.Popen[bytes] | None = None
     stopped: bool = False  # this supervisor stopped it: its late output is noise and is not shown
     rank_codes: dict[int, int] = field(default_factory=dict)  # from torchrun's worker events
+    #: Its last lines, each with the rank that wrote it where torchrun says (for the failure's summary).
+    tail: collections.deque[tuple[int | None, str]] = field(default_factory=lambda: collections.deque(maxlen=400))
 
     @property
     def returncode(self) -> int | None:
@@ -72,6 +77,8 @@ class Outcome:
     message: str
     wall_seconds: float
     ranks: tuple[RankResult, ...]
+    #: The file that holds every line the run printed, prefixed and in the order streamed (`crosstrain logs`).
+    log: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +86,7 @@ class Outcome:
             "state": self.state.value,
             "message": self.message,
             "wall_seconds": round(self.wall_seconds, 3),
+            "log": self.log,
             "ranks": [
                 {"rank": r.rank, "process": r.process, "exit_code": r.exit_code, "note": r.note} for r in self.ranks
             ],
@@ -117,11 +125,14 @@ def supervise(
     header: str,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    runs_dir: Path | None = None,
 ) -> Outcome:
     """Start every process, stream their output, stop them all at the first failure; Ctrl-C stops them too and
-    is raised again once they are gone."""
+    is raised again once they are gone. With `runs_dir`, every line is also kept in `<runs_dir>/<run id>/`:
+    `output.log` (all of them, in order) and `<process>.log` (one process's)."""
     out, err = out or sys.stdout, err or sys.stderr
     run_id = f"local-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    logs = _Logs(runs_dir / run_id if runs_dir is not None else None, out)
     lock = threading.Lock()
     pumps: list[threading.Thread] = []
     failure: Process | None = None
@@ -142,7 +153,7 @@ def supervise(
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: Ctrl-C reaches this supervisor, which stops it
                 )
-                pump = threading.Thread(target=_pump, args=(process, out, lock), daemon=True)
+                pump = threading.Thread(target=_pump, args=(process, logs, lock), daemon=True)
                 pump.start()
                 pumps.append(pump)
             _say(err, lock, f"crosstrain: started {len(processes)} process(es); Ctrl-C stops them all")
@@ -155,8 +166,11 @@ def supervise(
                 _stop([p for p in processes if p.popen is not None and p.returncode is None], grace)
             for pump in pumps:
                 pump.join(timeout=5)
+            logs.close()
     wall = time.monotonic() - started
-    outcome = _outcome(run_id, processes, failure, timed_out, interrupted, timeout, wall)
+    outcome = dataclasses.replace(
+        _outcome(run_id, processes, failure, timed_out, interrupted, timeout, wall), log=logs.path
+    )
     _say(err, lock, _summary(outcome))
     if interrupted:
         raise KeyboardInterrupt
@@ -194,7 +208,42 @@ def _watch(processes: list[Process], deadline: float | None) -> tuple[Process | 
         time.sleep(_POLL_S)
 
 
-def _pump(process: Process, out: TextIO, lock: threading.Lock) -> None:
+class _Logs:
+    """Where the relayed lines go: the console, and the run's log files when there is a folder for them."""
+
+    def __init__(self, folder: Path | None, out: TextIO) -> None:
+        self.out = out
+        self.folder = folder
+        self.files: dict[str, IO[str]] = {}
+        self.all: IO[str] | None = None
+        self.path = ""
+        if folder is not None:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                self.all = (folder / "output.log").open("w", encoding="utf-8")
+                self.path = str(folder / "output.log")
+            except OSError:  # no place for logs never stops a run
+                self.folder = None
+
+    def write(self, process: str, line: str) -> None:
+        self.out.write(line)
+        self.out.flush()
+        if self.all is None or self.folder is None:
+            return
+        with contextlib.suppress(OSError):
+            if process not in self.files:
+                self.files[process] = (self.folder / f"{process}.log").open("w", encoding="utf-8")
+            self.all.write(line)
+            self.files[process].write(line)
+            self.all.flush()
+
+    def close(self) -> None:
+        for handle in [*self.files.values(), *([self.all] if self.all else [])]:
+            with contextlib.suppress(OSError):
+                handle.close()
+
+
+def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
     """Copy one process's output, line by line, with its prefix; keep torchrun's worker events, not print them."""
     assert process.popen is not None
     assert process.popen.stdout is not None
@@ -208,9 +257,10 @@ def _pump(process: Process, out: TextIO, lock: threading.Lock) -> None:
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
         match = _RANK_PREFIX.match(line) if process.agent else None
         prefix = f"[{process.name} rank{match.group(1)}] " if match else f"[{process.name}] "
+        text = prefix + (match.group(2) if match else line)
+        process.tail.append((int(match.group(1)) if match else None, text))
         with lock:
-            out.write(prefix + (match.group(2) if match else line) + "\n")
-            out.flush()
+            logs.write(process.name, text + "\n")
     stream.close()
 
 
@@ -328,7 +378,12 @@ def _outcome(
         if failed
         else f"{failure.name} exited {_code_text(failure.returncode or 0)}"
     )
-    message = f"the first failure seen: {what} (its error is above); the other processes were stopped"
+    culprit = failed[0].rank if failed else None
+    tail = last_lines([text for who, text in failure.tail if culprit is None or who == culprit])
+    kind, advice = classify("\n".join(tail))
+    message = f"the first failure seen: {what}; the other processes were stopped. {kind}: {advice}"
+    if tail:
+        message += "\nits last lines:\n" + "\n".join(f"  {line}" for line in tail)
     return Outcome(run_id, JobState.FAILED, message, wall, tuple(ranks))
 
 

@@ -459,7 +459,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
 
         self.retry.poll(cancel_once)
 
-    def logs(self, handle: JobHandle) -> Iterator[str]:
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """Where the logs are: AI Platform writes them to Cloud Logging under the `ml_job` resource."""
         self.check_handle(handle)
         query = f'resource.type="ml_job"\nresource.labels.job_id="{handle.job_id}"'

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 import shlex
 import threading
@@ -34,7 +35,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from crosstrain import catalog, secrets
+from crosstrain import catalog, packaging, secrets
 from crosstrain.adaptors import azure
 from crosstrain.backends.base import (
     Backend,
@@ -45,12 +46,15 @@ from crosstrain.backends.base import (
     JobState,
     JobStatus,
     Request,
+    bundle_command,
     launcher_command,
     origin_of,
     shown,
 )
-from crosstrain.errors import Problem
+from crosstrain.environments import Runtime, Runtimes
+from crosstrain.errors import Problem, SubmitError
 from crosstrain.settings import TargetSettings, env_vars, setting
+from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -69,6 +73,40 @@ ANONYMOUS_ENVIRONMENT = "CliV2AnonymousEnvironment"
 CLI_SCHEMA = "https://azuremlschemas.azureedge.net/latest/commandJob.schema.json"
 #: The job property that records the request's fingerprint (`Job.properties` round-trips it).
 FINGERPRINT_PROPERTY = "crosstrain.fingerprint"
+
+# -- code assets: what `MLClient.jobs.create_or_update(command(code=DIR))` does (azure-ai-ml 1.35.2,
+# operations/_code_operations.py, _utils/_asset_utils.py; verified against Azurite in the tests) ---------------
+#: The api-version of the code-asset calls (list by hash, startPendingUpload, the version PUT).
+CODE_API_VERSION = "2023-04-01"
+#: `_asset_utils.get_content_hash_version()`: the content hash the service indexes code versions by.
+CODE_HASH_VERSION = 202208
+#: Ignore files, the first found in the code folder's root wins: `.amlignore` before `.gitignore` as azure-ai-ml
+#: reads them (`get_ignore_file`), crosstrain's own `.crosstrainignore` between the two.
+AML_IGNORE_FILES = (".amlignore", ".crosstrainignore", ".gitignore")
+#: What the blob upload call's URL starts with: the container SAS URL that only startPendingUpload's answer
+#: gives (`blobReferenceForConsumption.credential.sasUri`), filled in by submit.
+SAS_CONTAINER = "{sasUri}"
+#: What the code version's `codeUri` starts with: the container URL of the same answer (`blobUri`).
+BLOB_CONTAINER = "{blobUri}"
+
+# -- platform-managed environments ------------------------------------------------------------------------
+#: `environment: pytorch[:X.Y]` on Azure ML: curated environments, passed with the `@latest` label the way the
+#: docs and azure-ai-ml pass them (the service resolves the label). The CPU flavour is the same environment:
+#: Azure documents no curated CPU PyTorch environment in reach, and the ACPT image's CUDA build of torch runs
+#: on a CPU VM (CUDA stays unused) -- UNVERIFIED on Azure itself.
+RUNTIMES = Runtimes(
+    "Azure ML",
+    (
+        Runtime(
+            "2.8",
+            gpu="azureml:AzureML-acpt-pytorch-2.8-cuda12.6@latest",
+            cpu="azureml:AzureML-acpt-pytorch-2.8-cuda12.6@latest",
+            source="https://learn.microsoft.com/azure/machine-learning/how-to-train-pytorch "
+            "(curated environment AzureML-acpt-pytorch-2.8-cuda12.6, used there with @latest)",
+        ),
+    ),
+    "targets.azureml.environment",
+)
 
 #: Azure ML job statuses (`JobStatus` of the ARM API) -> the common state.
 STATE_MAP: Mapping[str, JobState] = {
@@ -91,7 +129,11 @@ STATE_MAP: Mapping[str, JobState] = {
 _PRIORITY = {"low": 1, "medium": 2, "high": 3}
 _JOB_TIERS = {"spot": "Spot", "basic": "Basic", "standard": "Standard", "premium": "Premium"}
 _SHM_SIZE = r"^\d+[bkmg]$"
-_NAMED_ENVIRONMENT = re.compile(r"azureml:(?P<name>[A-Za-z0-9_.-]+):(?P<version>[A-Za-z0-9_.-]+)")
+_NAMED_ENVIRONMENT = re.compile(r"(?P<name>[A-Za-z0-9_.-]+):(?P<version>[A-Za-z0-9_.-]+)")
+_LABELLED_ENVIRONMENT = re.compile(r"(?P<name>[A-Za-z0-9_.-]+)@latest")
+_REGISTRY_ENVIRONMENT = re.compile(
+    r"azureml://registries/[A-Za-z0-9_.-]+/environments/[A-Za-z0-9_.-]+/(?:versions|labels)/[A-Za-z0-9_.-]+"
+)
 _ARM_ENVIRONMENT = re.compile(
     r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.MachineLearningServices/.+"
 )
@@ -181,8 +223,11 @@ class AzureMLSettings(TargetSettings):
     )
     environment: str | None = setting(
         None,
-        description="A registered environment, `azureml:<name>:<version>` or its ARM id. Default: the job's "
-        "image, registered as an anonymous environment the way azure-ai-ml does.",
+        description="An environment: `azureml:<name>:<version>`, `azureml:<name>@latest` (the `azureml:` prefix "
+        "optional), a registry URI (`azureml://registries/<registry>/environments/<name>/versions/<v>` or "
+        "`.../labels/latest`) or an ARM id; passed on as azure-ai-ml passes it. Default: the job's "
+        "`environment` from crosstrain's table, else its image, registered as an anonymous environment the way "
+        "azure-ai-ml does.",
     )
     shm_size: str | None = Field(
         None, pattern=_SHM_SIZE, description="Shared memory of each container, e.g. 16g (Azure's default is 2g)."
@@ -295,23 +340,34 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
         )
     if not pool.command:
         problems.append(Problem("command", "an Azure ML command job needs a command", "set `command`"))
-    if not pool.image and not settings.environment:
+    if not pool.image and not settings.environment and not job.environment:
         problems.append(
             Problem(
                 "image",
                 "Azure ML needs an environment for the job",
-                "set `image`, or a registered environment in targets.azureml.environment (azureml:<name>:<version>)",
+                "set `environment: pytorch` (a curated environment), `image`, or an environment in "
+                "targets.azureml.environment (azureml:<name>:<version> or azureml:<name>@latest)",
             )
         )
-    if settings.environment and not (
-        _NAMED_ENVIRONMENT.fullmatch(settings.environment) or _ARM_ENVIRONMENT.fullmatch(settings.environment)
-    ):
+    if settings.environment and environment_reference(settings.environment, "") is None:
         problems.append(
             Problem(
                 "targets.azureml.environment",
-                f"{settings.environment!r} is not a pinned environment reference",
-                "write azureml:<name>:<version> (an `@latest` label needs a lookup at submit time, so it is not "
-                "accepted: pin the version)",
+                f"{settings.environment!r} is not an Azure ML environment reference",
+                "write azureml:<name>:<version>, azureml:<name>@latest, a registry URI "
+                "(azureml://registries/<registry>/environments/<name>/versions/<version>) or an ARM id",
+            )
+        )
+    if job.environment and not settings.environment:
+        picked = RUNTIMES.pick(job.environment, gpu=bool(machine.gpu_count) or not machine.machine_type)
+        if isinstance(picked, Problem):
+            problems.append(picked)
+    if job.requirements is not None and job.code is None:
+        problems.append(
+            Problem(
+                "requirements",
+                "on Azure ML the requirements are installed by the code bundle's bootstrap, and the job ships no code",
+                "set `code:` (the folder with the training code), or build an environment with the packages",
             )
         )
     if job.scheduling.spot and settings.job_tier not in (None, "spot"):
@@ -460,6 +516,57 @@ def workspace_path(settings: AzureMLSettings) -> str:
     )
 
 
+def environment_reference(value: str, workspace: str) -> str | None:
+    """`properties.environmentId` for an environment reference, as azure-ai-ml 1.35.2 writes it (verified with
+    its recording transport in the tests): `[azureml:]NAME:VERSION` becomes the version's ARM id,
+    `[azureml:]NAME@latest` goes on as `azureml:NAME@latest` (the service resolves the label; the SDK makes no
+    call), registry URIs and ARM ids go on verbatim. None: not a reference."""
+    if _ARM_ENVIRONMENT.fullmatch(value) or _REGISTRY_ENVIRONMENT.fullmatch(value):
+        return value
+    bare = value.removeprefix("azureml:")
+    labelled = _LABELLED_ENVIRONMENT.fullmatch(bare)
+    if labelled:
+        return f"azureml:{labelled['name']}@latest"
+    named = _NAMED_ENVIRONMENT.fullmatch(bare)
+    if named:
+        return f"{workspace}/environments/{named['name']}/versions/{named['version']}"
+    return None
+
+
+def code_content_hash(files: tuple[packaging.CodeFile, ...]) -> str:
+    """azure-ai-ml's `_get_file_list_content_hash` (hash version 202208) of the uploaded folder: sha256 over the
+    file count, then `#<relative path>#<size>` of each file sorted by lower-cased path, then every file's bytes
+    in that order. Memoised by the files' own digests: the bytes are read once per content."""
+    key = tuple((f.path, f.size, f.sha256) for f in files)
+    cached = _CONTENT_HASHES.get(key)
+    if cached is not None:
+        return cached
+    ordered = sorted(files, key=lambda f: f.path.lower())
+    digest = hashlib.sha256(str(len(files)).encode())
+    for file in ordered:
+        digest.update(f"#{file.path}#".encode())
+        digest.update(str(file.size).encode())
+    for file in ordered:
+        data = file.read()
+        if len(data) != file.size:
+            raise UploadRefused(
+                Problem("code", f"{file.path} changed while it was read", "submit again once the folder is stable")
+            )
+        digest.update(data)
+    if len(_CONTENT_HASHES) > 16:
+        _CONTENT_HASHES.clear()
+    _CONTENT_HASHES[key] = digest.hexdigest()
+    return _CONTENT_HASHES[key]
+
+
+_CONTENT_HASHES: dict[tuple[tuple[str, int, str], ...], str] = {}
+
+
+def code_asset_name(bundle: packaging.Bundle) -> str:
+    """The code asset's name: content-addressed (the SDK picks a random one), so a render is deterministic."""
+    return f"crosstrain-{bundle.short}"
+
+
 def anonymous_environment_version(image: str) -> str:
     """The version azure-ai-ml gives an image-only anonymous environment: sha256 of sha256 of the image."""
     return hashlib.sha256(hashlib.sha256(image.encode()).hexdigest().encode()).hexdigest()
@@ -481,6 +588,62 @@ def seconds_of(duration: str) -> int:
         raise ValueError(f"not an ISO-8601 duration: {duration!r}")
     d, h, m, s = (int(g) if g else 0 for g in match.groups())
     return d * 86400 + h * 3600 + m * 60 + s
+
+
+def _code_calls(bundle: packaging.Bundle, workspace: str, headers: dict[str, str]) -> tuple[str, list[HttpCall]]:
+    """The code asset's ARM id and the calls that make it, in azure-ai-ml's order: list by content hash, and
+    only on a miss startPendingUpload, the blobs, the code version."""
+    name = code_asset_name(bundle)
+    content_hash = code_content_hash(bundle.files)
+    versions = f"{ARM}{workspace}/codes/{name}/versions"
+    code_id = f"{workspace}/codes/{name}/versions/1"
+    blobs = [{"name": f"{name}/{f.path}", "size": f.size, "sha256": f.sha256} for f in bundle.files]
+    calls = [
+        HttpCall(
+            "GET",
+            f"{versions}?api-version={CODE_API_VERSION}&hash={content_hash}&hashVersion={CODE_HASH_VERSION}",
+            purpose="look for this content in the workspace (azure-ai-ml's content hash): on a hit nothing is "
+            "uploaded and the three calls below are skipped; a hit under another name (an asset azure-ai-ml "
+            "uploaded, with its random name) is reused: codeId becomes that version's id",
+        ),
+        HttpCall(
+            "POST",
+            f"{versions}/1/startPendingUpload?api-version={CODE_API_VERSION}",
+            {"pendingUploadType": "TemporaryBlobReference"},
+            headers,
+            purpose="ask for a container to upload to: the answer's blobReferenceForConsumption holds blobUri and a "
+            "container SAS URL (sasUri)",
+        ),
+        HttpCall(
+            "PUT",
+            f"{SAS_CONTAINER}/{name}/",
+            {
+                "description": f"{len(blobs)} blob PUTs (azure-storage-blob, with the SAS of the answer above, not "
+                "the ARM token), one per file of the unpacked bundle, under this prefix; the first one carries "
+                "azure-ai-ml's upload_status metadata",
+                "hash_sha256": content_hash,
+                "bytes": sum(f.size for f in bundle.files),
+                "blobs": blobs,
+            },
+            purpose=f"upload the code: the URL starts with {SAS_CONTAINER}, the container SAS URL that only "
+            "startPendingUpload's answer gives (filled in at submit)",
+        ),
+        HttpCall(
+            "PUT",
+            f"{versions}/1?api-version={CODE_API_VERSION}",
+            {
+                "properties": {
+                    "codeUri": f"{BLOB_CONTAINER}/{name}",
+                    "isAnonymous": True,
+                    "properties": {"hash_sha256": content_hash, "hash_version": CODE_HASH_VERSION},
+                }
+            },
+            headers,
+            purpose=f"register the uploaded folder as code version {name}/1, indexed by its content hash "
+            f"({BLOB_CONTAINER} is startPendingUpload's container URL, filled in at submit)",
+        ),
+    ]
+    return code_id, calls
 
 
 def _distribution(plan: _Plan) -> dict[str, Any]:
@@ -505,6 +668,9 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         dedupes_create=True,  # the job name is chosen at render time and the PUT is create-or-update
         frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
         secret_stores=frozenset({"azure"}),  # Key Vault, read at start by crosstrain's runtime
+        code=True,  # a code asset, as `command(code=DIR)` makes it
+        requirements=True,  # with code: pip-installed by the bundle's bootstrap when each node starts
+        environments=True,  # curated environments (RUNTIMES), or targets.azureml.environment
     )
 
     def __init__(
@@ -524,7 +690,14 @@ class AzureMLBackend(Backend[AzureMLSettings]):
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
-        return _plan(job, settings)[1]
+        problems = _plan(job, settings)[1]
+        try:
+            bundle = packaging.for_job(job, ignore_files=AML_IGNORE_FILES)
+            if bundle is not None:
+                code_content_hash(bundle.files)
+        except UploadRefused as refused:
+            problems.append(refused.problem)
+        return problems
 
     def _render(self, job: TrainingJob, settings: AzureMLSettings, ids: Ids) -> Request:
         plan, _ = _plan(job, settings)
@@ -543,14 +716,15 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         notes: list[str] = []
         headers = {"Content-Type": "application/json"}
         if settings.environment:
-            named = _NAMED_ENVIRONMENT.fullmatch(settings.environment)
-            environment_id = (
-                f"{workspace}/environments/{named['name']}/versions/{named['version']}"
-                if named
-                else settings.environment
-            )
+            environment_id = environment_reference(settings.environment, workspace)
+            assert environment_id is not None  # checked in _plan
             if plan.image:
                 notes.append(f"image {plan.image} is not used: targets.azureml.environment names the environment")
+        elif job.environment:
+            picked = RUNTIMES.pick(job.environment, gpu=bool(plan.machine.gpu_count) or not plan.machine.machine_type)
+            assert isinstance(picked, str)  # checked in _plan
+            environment_id = picked
+            notes.append(f"environment {job.environment} is Azure ML's curated {picked} (the service resolves @latest)")
         else:
             assert plan.image is not None
             environment_id = (
@@ -565,6 +739,17 @@ class AzureMLBackend(Backend[AzureMLSettings]):
                     purpose="register the image as an anonymous environment (as azure-ai-ml does); idempotent",
                 )
             )
+        bundle = packaging.for_job(job, ignore_files=AML_IGNORE_FILES)
+        code_id = None
+        if bundle is not None:
+            code_id, code_calls = _code_calls(bundle, workspace, headers)
+            calls[1:1] = code_calls  # after the job lookup, before the environment: the SDK's order
+            notes.append(f"ships {bundle.describe()} as code asset {code_asset_name(bundle)}")
+            if bundle.requirements:
+                notes.append(
+                    f"the bootstrap pip-installs {', '.join(bundle.requirements)} on every node before the command "
+                    "(crosstrain_code --install)"
+                )
         command = plan.command
         if plan.launcher_processes is not None:
             command = launcher_command(command, nproc_per_node=plan.launcher_processes, nnodes=plan.nodes)
@@ -572,6 +757,8 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         if pool.secrets:  # outermost: read the secrets, then start the launcher or the command
             command = secrets.resolver_command(command)
             notes.append(secrets.runtime_note(pool))
+        if bundle is not None:  # from the snapshot root, which holds crosstrain_code/: the code's own folder
+            command = bundle_command(command, install=bool(bundle.requirements))
         resources: dict[str, Any] = {"instanceCount": plan.nodes, "properties": {}}
         if not settings.compute:
             resources["instanceType"] = plan.machine.machine_type
@@ -596,6 +783,8 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         }
         if settings.compute:
             properties["computeId"] = f"{workspace}/computes/{settings.compute}"
+        if code_id is not None:
+            properties["codeId"] = code_id
         if job.scheduling.timeout:
             properties["limits"] = {"jobLimitsType": "Command", "timeout": iso_duration(job.scheduling.timeout)}
         queue: dict[str, Any] = {}
@@ -628,7 +817,15 @@ class AzureMLBackend(Backend[AzureMLSettings]):
                 f"the VM size is the one of cluster {settings.compute}; {plan.machine.machine_type} is used only "
                 "for process counts and checks"
             )
-        return Request("azureml", identity, job.name, tuple(calls), settings.model_dump(mode="json"), tuple(notes))
+        return Request(
+            "azureml",
+            identity,
+            job.name,
+            tuple(calls),
+            settings.model_dump(mode="json"),
+            tuple(notes),
+            code=bundle.ref if bundle is not None else None,
+        )
 
     def format(self, request: Request, fmt: str) -> str:
         if fmt != "az-yaml":
@@ -696,7 +893,11 @@ class AzureMLBackend(Backend[AzureMLSettings]):
     def request_problems(self, request: Request) -> list[Problem]:
         problems = self._workspace_problems(request.settings, "request.settings", "request")
         for i, call in enumerate(request.calls):
+            if _is_blob_upload(call):  # sent with startPendingUpload's SAS only, never the ARM token
+                continue
             problems += self._url_problems(call.url, request.settings, f"request.calls[{i}].url", "request")
+        if request.code is None and any(_is_blob_upload(call) for call in request.calls):
+            problems.append(Problem("request.code", "the request uploads code but names no folder", "render it again"))
         return problems
 
     # -- submit (sends) ------------------------------------------------------------------------------------
@@ -727,8 +928,23 @@ class AzureMLBackend(Backend[AzureMLSettings]):
 
         existing = self.retry.poll(find)
         if existing is None:
+            code = _CodeCalls.of(request)
+            if code is not None:
+                assert request.code is not None  # request_problems
+                bundle = packaging.check_unchanged(request.code)
+                code_id = self._ship_code(pipeline, code, bundle)
+                if code_id != create.body["properties"].get("codeId"):
+                    properties = {**create.body["properties"], "codeId": code_id}
+                    create = HttpCall(
+                        create.method,
+                        create.url,
+                        {**create.body, "properties": properties},
+                        create.headers,
+                        create.purpose,
+                    )
             for call in request.calls[:-1]:
-                if call.method != "GET":  # the content-addressed environment PUT: repeating it changes nothing
+                if call.method != "GET" and (code is None or call not in code.all):
+                    # the content-addressed environment PUT: repeating it changes nothing
                     self.retry.poll(functools.partial(_send, pipeline, call))
 
             def put() -> tuple[dict[str, Any], bool]:
@@ -755,6 +971,47 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             )
         )
 
+    def _ship_code(self, pipeline: Any, code: _CodeCalls, bundle: packaging.Bundle) -> str:
+        """The code asset the job runs, made the way azure-ai-ml makes it: found by its content hash (nothing
+        uploaded), else uploaded to the container startPendingUpload hands out and registered. Its ARM id."""
+        name, content_hash = code_asset_name(bundle), code_content_hash(bundle.files)
+        if (
+            code.upload.url != f"{SAS_CONTAINER}/{name}/"
+            or f"&hash={content_hash}&" not in code.lookup.url
+            or code.id != f"{urlsplit(code.register.url).path}"
+        ):
+            raise SubmitError(
+                f"the request's code calls do not name the content of {bundle.folder} (asset {name}, hash "
+                f"{content_hash}); render the request again"
+            )
+        found = self.retry.poll(lambda: _send(pipeline, code.lookup))
+        assert found is not None
+        hits = [v for v in (found[1].get("value") or []) if isinstance(v, dict) and v.get("id")]
+        if hits:
+            return str(hits[0]["id"]).removeprefix(ARM)
+        answer = self.retry.poll(lambda: _send(pipeline, code.start))
+        assert answer is not None
+        reference = answer[1].get("blobReferenceForConsumption") or {}
+        sas_uri = str((reference.get("credential") or {}).get("sasUri") or "")
+        blob_uri = str(reference.get("blobUri") or "")
+        if not sas_uri or not blob_uri:
+            raise SubmitError(f"{code.start.url.split('?')[0]}: Azure answered without a container to upload to")
+        prefix = f"{name}/"
+        what = f"upload {len(bundle.files)} files of {bundle.folder} to the workspace's blob store"
+        self.retry.poll(
+            lambda: azure.upload_blobs(
+                sas_uri,
+                [(prefix + f.path, f.read) for f in bundle.files],
+                metadata={"upload_status": "completed", "name": name, "version": "1"},
+                timeout=self.retry.call_timeout,
+                what=what,
+            )
+        )
+        body = json.loads(json.dumps(code.register.body).replace(BLOB_CONTAINER, blob_uri.rstrip("/")))
+        register = HttpCall(code.register.method, code.register.url, body, code.register.headers)
+        self.retry.poll(functools.partial(_send, pipeline, register))
+        return code.id
+
     def status(self, handle: JobHandle) -> JobStatus:
         self.check_handle(handle)
         ml = self._client(handle.ref)
@@ -770,7 +1027,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         what = f"cancel job {handle.job_id}"
         self.retry.poll(lambda: azure.call(lambda: ml.jobs.begin_cancel(handle.job_id).result(), what))
 
-    def logs(self, handle: JobHandle) -> Iterator[str]:
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The job's output as `az ml job stream` shows it; ends when the job ends."""
         self.check_handle(handle)
         yield from azure.stream_logs(self._client(handle.ref), handle.job_id)
@@ -810,6 +1067,37 @@ def _send(pipeline: Any, call: HttpCall, *, missing_ok: bool = False) -> tuple[i
     return int(response.status_code), body if isinstance(body, dict) else {}
 
 
+def _is_blob_upload(call: HttpCall) -> bool:
+    return call.url.startswith(SAS_CONTAINER)
+
+
+@dataclass(frozen=True)
+class _CodeCalls:
+    """The rendered code-asset calls of a request (see `_code_calls`)."""
+
+    lookup: HttpCall
+    start: HttpCall
+    upload: HttpCall
+    register: HttpCall
+    id: str
+
+    @property
+    def all(self) -> tuple[HttpCall, ...]:
+        return (self.lookup, self.start, self.upload, self.register)
+
+    @classmethod
+    def of(cls, request: Request) -> _CodeCalls | None:
+        calls = list(request.calls)
+        uploads = [i for i, call in enumerate(calls) if _is_blob_upload(call)]
+        if not uploads:
+            return None
+        i = uploads[0]
+        if i < 2 or i + 1 >= len(calls) - 1:
+            raise SubmitError("the request's code calls are not in the order render makes them; render it again")
+        code_id = str(request.create.body["properties"].get("codeId") or "")
+        return cls(calls[i - 2], calls[i - 1], calls[i], calls[i + 1], code_id)
+
+
 # -- the CLI v2 YAML form ----------------------------------------------------------------------------------
 def cli_yaml(request: Request) -> dict[str, Any]:
     """The rendered job as Azure ML CLI v2 YAML (`az ml job create -f`), derived from the request itself."""
@@ -823,7 +1111,7 @@ def cli_yaml(request: Request) -> dict[str, Any]:
     if env_id in images:
         environment: Any = {"image": images[env_id]}
     else:
-        match = re.search(r"/environments/([^/]+)/versions/([^/]+)$", env_id)
+        match = re.search(r"^/subscriptions/.*/environments/([^/]+)/versions/([^/]+)$", env_id)
         environment = f"azureml:{match[1]}:{match[2]}" if match else env_id
     out: dict[str, Any] = {
         "$schema": CLI_SCHEMA,
@@ -834,6 +1122,9 @@ def cli_yaml(request: Request) -> dict[str, Any]:
         "command": props["command"],
         "environment": environment,
     }
+    if "codeId" in props:  # the code asset submit uploads (or finds by its content): by name and version
+        match = re.search(r"/codes/([^/]+)/versions/([^/]+)$", props["codeId"])
+        out["code"] = f"azureml:{match[1]}:{match[2]}" if match else props["codeId"]
     if props["environmentVariables"]:
         out["environment_variables"] = dict(props["environmentVariables"])
     if "computeId" in props:

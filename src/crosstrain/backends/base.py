@@ -19,9 +19,10 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
@@ -158,6 +159,28 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
+class JobSummary:
+    """One job crosstrain made on a target, as `crosstrain list` shows it."""
+
+    identity: str
+    state: JobState
+    native_state: str
+    created: float  # seconds since the epoch
+    console_url: str = ""
+    handle: JobHandle | None = None  # what `status`/`wait`/`logs` take, where the listing gives enough to make one
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "identity": self.identity,
+            "state": self.state.value,
+            "native_state": self.native_state,
+            "created": self.created,
+            "console_url": self.console_url,
+            "handle": self.handle.dumps() if self.handle else None,
+        }
+
+
+@dataclass(frozen=True)
 class JobHandle:
     """A submitted job. `str(handle)` is a one-line JSON that `JobHandle.loads` reads back in a later process."""
 
@@ -272,14 +295,29 @@ class JobHandle:
     def status(self, **settings: Any) -> JobStatus:
         return self._backend(settings).status(self)
 
-    def wait(self, timeout: float | None = None, *, poll_interval: float = 10.0, **settings: Any) -> JobStatus:
-        return self._backend(settings).wait(self, timeout=timeout, poll_interval=poll_interval)
+    def wait(
+        self,
+        timeout: float | None = None,
+        *,
+        poll_interval: float = 1.0,
+        progress: Callable[[JobStatus], None] | None = None,
+        **settings: Any,
+    ) -> JobStatus:
+        """Poll until the job ends (starting at `poll_interval`, backing off to 30 s). `progress` sees every
+        status read; by default, in a notebook, a display updates in place."""
+        if progress is None and "ipykernel" in sys.modules:
+            from crosstrain.progress import Progress
+
+            progress = Progress(self.identity, self.console_url, live=False)
+        return self._backend(settings).wait(self, timeout=timeout, poll_interval=poll_interval, progress=progress)
 
     def cancel(self, **settings: Any) -> None:
         self._backend(settings).cancel(self)
 
-    def logs(self, **settings: Any) -> Iterator[str]:
-        return self._backend(settings).logs(self)
+    def logs(self, *, follow: bool = False, **settings: Any) -> Iterator[str]:
+        """The job's log lines; with `follow`, more as they come until the job ends."""
+        backend = self._backend(settings)
+        return backend.logs(self, follow=True) if follow else backend.logs(self)
 
     def _repr_html_(self) -> str:
         from crosstrain.display import handle_html
@@ -594,15 +632,18 @@ class Backend(ABC, Generic[S]):
         `<name>-<start of the fingerprint>`, so a change to another target's settings, or to anything this
         target does not send, never names a new job here.
         """
-        settings = self.settings(job, overrides)
-        problems = self.refusals(job, settings)
-        if problems:
-            raise Unsupported(self.name, problems)
-        probe = self._render(job, settings, placeholder_ids(job, self.identity_max_len))
-        fingerprint = fingerprint_of(self.fingerprint_view(probe))
-        run_id = job.run_id or fingerprint[:RUN_ID_LENGTH]
-        ids = Ids(identity_for(job.name, run_id, max_len=self.identity_max_len), fingerprint)
-        request = dataclasses.replace(self._render(job, settings, ids), fingerprint=fingerprint)
+        from crosstrain import packaging
+
+        with packaging.rendering():  # the probe and the real render ship the same files, listed once
+            settings = self.settings(job, overrides)
+            problems = self.refusals(job, settings)
+            if problems:
+                raise Unsupported(self.name, problems)
+            probe = self._render(job, settings, placeholder_ids(job, self.identity_max_len))
+            fingerprint = fingerprint_of(self.fingerprint_view(probe))
+            run_id = job.run_id or fingerprint[:RUN_ID_LENGTH]
+            ids = Ids(identity_for(job.name, run_id, max_len=self.identity_max_len), fingerprint)
+            request = dataclasses.replace(self._render(job, settings, ids), fingerprint=fingerprint)
         self._rendered.add(_digest(request))  # made from the job's own settings: sent as it is
         return request
 
@@ -629,7 +670,8 @@ class Backend(ABC, Generic[S]):
                         f"{self.name} has no {fmt!r} format",
                         f"use one of {', '.join(self.formats)}",
                     )
-                ]
+                ],
+                headline="unknown format",
             )
         return request.to_json()
 
@@ -643,6 +685,14 @@ class Backend(ABC, Generic[S]):
     @abstractmethod
     def status(self, handle: JobHandle) -> JobStatus: ...
 
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        """The jobs crosstrain made on this target (found by the identity label, tag or property each backend
+        records), newest first, where `overrides` (and the environment) configure the target."""
+        raise Unsupported(
+            self.name,
+            [Problem("list", f"{self.name} cannot list jobs from crosstrain yet", "use the platform's console")],
+        )
+
     def cancel(self, handle: JobHandle) -> None:
         raise Unsupported(
             self.name,
@@ -655,7 +705,9 @@ class Backend(ABC, Generic[S]):
             ],
         )
 
-    def logs(self, handle: JobHandle) -> Iterator[str]:
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        """The job's log lines, each prefixed with node and rank where the platform says them; with `follow`,
+        lines keep coming while the job runs, and the iterator ends when the job does."""
         raise Unsupported(
             self.name,
             [
@@ -672,14 +724,19 @@ class Backend(ABC, Generic[S]):
         handle: JobHandle,
         *,
         timeout: float | None = None,
-        poll_interval: float = 10.0,
-        max_interval: float = 60.0,
+        poll_interval: float = 1.0,
+        max_interval: float = 30.0,
+        progress: Callable[[JobStatus], None] | None = None,
     ) -> JobStatus:
-        """Poll until the job ends. Raises `JobFailed` unless it succeeded, `WaitTimeout` after `timeout`."""
+        """Poll until the job ends, fast at first and backing off to `max_interval`, so a short job is reported
+        within seconds of its end. `progress` sees every status read. Raises `JobFailed` unless it succeeded,
+        `WaitTimeout` after `timeout`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = poll_interval
         while True:
             status = self.retry.poll(lambda: self.status(handle))
+            if progress is not None:
+                progress(status)
             if status.state.terminal:
                 if status.state is not JobState.SUCCEEDED:
                     detail = f": {status.message}" if status.message else ""

@@ -1014,7 +1014,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         run_id = int(handle.ref["run_id"])
         self._safe_call(partial(self._handle_client(handle).jobs.cancel_run, run_id), f"runs/cancel {run_id}")
 
-    def logs(self, handle: JobHandle) -> Iterator[str]:
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The task run's output: stdout's tail, then the error. `get-output` needs the task run's id."""
         w = self._handle_client(handle)
         run = self._read_run(w, int(handle.ref["run_id"]))

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
 from pydantic import Field
 
-from crosstrain import catalog
+from crosstrain import catalog, packaging
 from crosstrain.backends.base import (
     Backend,
     Capabilities,
@@ -29,9 +29,10 @@ from crosstrain.backends.base import (
     JobHandle,
     JobState,
     JobStatus,
+    JobSummary,
     Request,
 )
-from crosstrain.errors import TransientError
+from crosstrain.errors import SubmitError, TransientError
 from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings, setting
 from crosstrain.spec import PoolView, TrainingJob
@@ -136,15 +137,19 @@ class FakeBackend(Backend[FakeSettings]):
         dedupes_create=True,
         frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
         secret_stores=frozenset(SECRET_STORES),  # it runs nothing: it keeps every reference as it is
+        code=True,  # the archive is kept under the root, by its digest
+        requirements=True,
+        environments=True,
     )
 
     def __init__(self, *, cloud: FakeCloud | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.cloud = cloud or FakeCloud()
+        self.uploads = 0  # archives this backend wrote (an unchanged re-submit writes none)
 
     def _render(self, job: TrainingJob, settings: FakeSettings, ids: Ids) -> Request:
         root = Path(os.path.expanduser(settings.root)).absolute()
-        body = {
+        body: dict[str, Any] = {
             "identity": ids.identity,
             "fingerprint": ids.fingerprint,
             "displayName": job.name,
@@ -158,15 +163,38 @@ class FakeBackend(Backend[FakeSettings]):
                 "runSeconds": settings.run_seconds,
             },
         }
+        calls = []
+        bundle = packaging.for_job(job)
+        if bundle is not None:
+            archive = root / "code" / bundle.short / packaging.ARCHIVE_NAME
+            body["code"] = {"archive": archive.as_uri(), "sha256": bundle.digest}
+            body["environment"] = job.environment
+            calls.append(
+                HttpCall(
+                    "PUT",
+                    archive.as_uri(),
+                    {"archive": packaging.ARCHIVE_NAME, "sha256": bundle.digest, "files": len(bundle.files)},
+                    purpose=f"upload the code archive ({bundle.describe()}) unless it is there already",
+                )
+            )
         url = (root / "jobs" / f"{ids.identity}.json").as_uri()
-        call = HttpCall(
-            "PUT",
-            url,
-            body,
-            {"Content-Type": "application/json"},
-            purpose="create the job; a PUT of an existing identity returns that job",
+        calls.append(
+            HttpCall(
+                "PUT",
+                url,
+                body,
+                {"Content-Type": "application/json"},
+                purpose="create the job; a PUT of an existing identity returns that job",
+            )
         )
-        return Request("fake", ids.identity, job.name, (call,), settings.model_dump(mode="json"))
+        return Request(
+            "fake",
+            ids.identity,
+            job.name,
+            tuple(calls),
+            settings.model_dump(mode="json"),
+            code=bundle.ref if bundle else None,
+        )
 
     def _call(self, method: str, url: str, body: Any = None, *, missing_ok: bool = False) -> Reply | None:
         """One call to the cloud, its failures as crosstrain's three kinds; None for a missing job if asked."""
@@ -174,6 +202,8 @@ class FakeBackend(Backend[FakeSettings]):
 
         try:
             reply = self.cloud.dispatch(Call(method, unquote(urlparse(url).path), body=body))
+        except OSError as exc:  # the fake cloud's store is a folder here: a full disk or a file in the way
+            raise SubmitError(f"{method} {url}: the fake cloud's store failed: {exc.strerror or exc}") from None
         except Dropped:
             raise TransientError(f"{method} {url}: the connection closed with no answer", accepted=None) from None
         if reply.status == 404 and missing_ok:
@@ -191,6 +221,8 @@ class FakeBackend(Backend[FakeSettings]):
 
     def send(self, request: Request) -> JobHandle:
         call = request.create
+        if request.code is not None:
+            self._upload(request.code, request.calls[0].url)
 
         found: list[Reply] = []
 
@@ -217,16 +249,55 @@ class FakeBackend(Backend[FakeSettings]):
             adopted=adopted,
         )
 
+    def _upload(self, code: packaging.CodeRef, url: str) -> None:
+        """The archive at its content address, written once: a folder uploaded before is not sent again."""
+        path = Path(unquote(urlparse(url).path))
+        if path.is_file():
+            return
+        made = packaging.check_unchanged(code)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with partial.open("wb") as out:
+                made.write_archive(out)
+            os.replace(partial, path)
+        except OSError as exc:
+            raise SubmitError(f"uploading {url}: the fake cloud's store failed: {exc.strerror or exc}") from None
+        self.uploads += 1
+
     def status(self, handle: JobHandle) -> JobStatus:
         record = self.retry.poll(lambda: self._record("GET", handle.ref["url"])).body
         native = self.cloud.native_state(record)
         message = "the plan said so (targets.fake.outcome: failed)" if native == "ERROR" else ""
         return JobStatus(STATE_MAP[native], native, message)
 
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        settings = self.settings_model.model_validate({**self._env_settings(), **self.overrides, **(overrides or {})})
+        root = Path(os.path.expanduser(settings.root)).absolute()
+        records = []
+        for path in (root / "jobs").glob("*.json"):
+            try:
+                records.append((json.loads(path.read_text()), path))
+            except (OSError, ValueError):
+                continue
+        for record, path in sorted(records, key=lambda item: -float(item[0].get("createTime", 0))):
+            native = self.cloud.native_state(record)
+            url = path.as_uri()
+            handle = JobHandle("fake", record["identity"], record["identity"], console_url=url, ref={"url": url})
+            yield JobSummary(record["identity"], STATE_MAP[native], native, float(record["createTime"]), url, handle)
+
+    def _env_settings(self) -> dict[str, Any]:
+        from crosstrain.settings import env_vars
+
+        for var in env_vars(self.settings_model, "root"):
+            if self.environ.get(var):
+                return {"root": self.environ[var]}
+        return {}
+
     def cancel(self, handle: JobHandle) -> None:
         self.retry.poll(lambda: self._record("POST", handle.ref["url"] + ":cancel"))
 
-    def logs(self, handle: JobHandle) -> Iterator[str]:
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         from datetime import datetime, timezone
 
         record = self.retry.poll(lambda: self._record("GET", handle.ref["url"])).body

@@ -21,11 +21,12 @@ import dataclasses
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import sys
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +41,7 @@ from crosstrain.backends.base import (
     JobHandle,
     JobState,
     JobStatus,
+    JobSummary,
     Request,
     bundle_command,
 )
@@ -134,6 +136,11 @@ class LocalSettings(TargetSettings):
         description="The Python that runs the nodes' commands. Default: this one. Point it at an environment "
         "with torch and without crosstrain to prove that a job with `code:` runs in a stock image.",
     )
+    runs_dir: str = Field(
+        "~/.cache/crosstrain/local-runs",
+        description="Where each run keeps its output (output.log, and one log per process), which "
+        "`crosstrain logs HANDLE` prints after the run.",
+    )
     grace_seconds: float = Field(
         10.0, ge=0, allow_inf_nan=False, description="How long stopped processes get before they are killed."
     )
@@ -170,6 +177,7 @@ class LocalBackend(Backend[LocalSettings]):
     settings_model = LocalSettings
     extra = "runtime"
     capabilities = Capabilities(
+        logs=True,
         code=True,
         requirements=True,  # not installed here (noted): the job runs in `python`'s environment
         environments=True,  # not pulled here either (noted)
@@ -226,6 +234,8 @@ class LocalBackend(Backend[LocalSettings]):
                 shaped.model_copy(update={"run_id": run_id}), settings.emulate, workdir
             )
             notes += [f"{emulated.target}: {note}" for note in emulated.notes]
+            if emulated.code is not None:  # exactly what the target uploads (its ignore files: .amlignore...)
+                bundle = packaging.check_unchanged(emulated.code)
             plan = _EMULATORS[settings.emulate](emulated, rendered_job, nproc)
         gpus_wanted = max((p.machine.gpus if p.machine else 0) for p in job.pools())
         notes += _assign_gpus(plan, nproc, gpus_wanted, settings.emulate, self.environ)
@@ -345,14 +355,34 @@ class LocalBackend(Backend[LocalSettings]):
                 timeout=body["timeout_seconds"],
                 grace=self.request_settings(request).grace_seconds,
                 header=_header(request),
+                runs_dir=Path(os.path.expanduser(self.request_settings(request).runs_dir)),
             )
-        return JobHandle(
-            self.name,
-            request.identity,
-            outcome.run_id,
-            console_url="",
-            ref={"outcome": outcome.to_dict()},
+        handle = JobHandle(
+            self.name, request.identity, outcome.run_id, console_url="", ref={"outcome": outcome.to_dict()}
         )
+        if outcome.log:  # kept beside its log, for `crosstrain list`
+            with contextlib.suppress(OSError):
+                (Path(outcome.log).parent / "handle.json").write_text(handle.dumps())
+        return handle
+
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        settings = self.settings_model.model_validate({**self.overrides, **(overrides or {})})
+        found = []
+        for path in Path(os.path.expanduser(settings.runs_dir)).glob("*/handle.json"):
+            try:
+                found.append((path.stat().st_mtime, JobHandle.loads(path.read_text())))
+            except (OSError, SpecError):
+                continue
+        for created, handle in sorted(found, key=lambda item: -item[0]):
+            status = self.status(handle)
+            yield JobSummary(
+                handle.identity,
+                status.state,
+                status.native_state,
+                created,
+                str(Path(handle.ref["outcome"]["log"]).parent),
+                handle,
+            )
 
     def status(self, handle: JobHandle) -> JobStatus:
         outcome = handle.ref.get("outcome") or {}
@@ -361,6 +391,24 @@ class LocalBackend(Backend[LocalSettings]):
 
     def cancel(self, handle: JobHandle) -> None:
         """A local run ends before its handle exists (Ctrl-C stops a run that is going)."""
+
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        """What the run printed, as it was streamed (the run is over when its handle exists: nothing to follow)."""
+        path = (handle.ref.get("outcome") or {}).get("log") or ""
+        if not path or not Path(path).is_file():
+            raise Unsupported(
+                self.name,
+                [
+                    Problem(
+                        "logs",
+                        f"the run's log {path or '(none kept)'} is not on this machine",
+                        "read the output the run printed, or run it again (its log goes to targets.local.runs_dir)",
+                    )
+                ],
+            )
+        with open(path, encoding="utf-8", errors="replace") as log:
+            for line in log:
+                yield line.rstrip("\n")
 
 
 def _header(request: Request) -> str:
@@ -512,6 +560,10 @@ def _azureml_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node
         )
     per_node = int(distribution.get("processCountPerInstance", 1))
     argv = ["/bin/sh", "-c", props["command"]]
+    if props.get("codeId"):  # `python -m crosstrain_code ... -- CMD`, run from the stage root as from the snapshot
+        words = shlex.split(props["command"])
+        if words[:3] == ["python", "-m", PACKAGE]:
+            argv = words
     base = {**(props.get("environmentVariables") or {}), "AZUREML_RUN_ID": request.identity}
     world = nodes * per_node
     plan = []

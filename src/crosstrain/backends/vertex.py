@@ -511,7 +511,7 @@ class VertexBackend(Backend[VertexSettings]):
         if error is not None:
             raise error
 
-    def logs(self, handle: JobHandle) -> Iterator[str]:
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """Where the logs are: Cloud Logging's filter for the job and a Logs Explorer link (no SDK needed)."""
         self.check_handle(handle)
         project = handle.ref["name"].split("/")[1]

@@ -1,0 +1,72 @@
+"""Why a job failed, in words a user can act on: the kind of failure, read from what the platform or the
+failing rank said, and what to do next. Shared by every target (`JobStatus.message`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    pattern: re.Pattern[str]
+    advice: str
+
+
+KINDS = (
+    Kind(
+        "quota or capacity",
+        re.compile(
+            r"quota|insufficient (capacity|resources)|resource(s)? (exhausted|unavailable)|stockout|"
+            r"QuotaExceeded|ZONE_RESOURCE_POOL_EXHAUSTED|CLOUD_PROVIDER_LAUNCH_FAILURE",
+            re.I,
+        ),
+        "ask for quota, or try another region, machine or spot setting",
+    ),
+    Kind(
+        "preemption",
+        re.compile(
+            r"preempt|spot instance (was )?(reclaimed|terminated)|evicted|low.?priority.*(reclaimed|preempted)", re.I
+        ),
+        "resubmit (crosstrain submit --run-id new), raise scheduling.max_restarts, or leave spot capacity",
+    ),
+    Kind(
+        "image pull",
+        re.compile(r"(image|manifest).*(not found|pull|denied)|ErrImagePull|ImagePullBackOff|failed to pull", re.I),
+        "check the image name and that the job's identity may read the registry",
+    ),
+    Kind(
+        "rendezvous timeout",
+        re.compile(
+            r"DistStoreError|timed out.*(rendezvous|initializ|waiting for)|Socket Timeout|"
+            r"connect(ion)? to .*(refused|timed out)|RendezvousTimeoutError",
+            re.I,
+        ),
+        "a node did not join in time: check that every node started and can reach the primary, or raise the timeout",
+    ),
+    Kind(
+        "out of memory",
+        re.compile(r"CUDA out of memory|OutOfMemoryError|Killed|exit(ed)? (code )?-?9\b|SIGKILL", re.I),
+        "use a smaller batch or model shard, or a machine with more memory",
+    ),
+    Kind(
+        "missing module",
+        re.compile(r"ModuleNotFoundError|No module named", re.I),
+        "add the package to `requirements`, or ship the module in `code`",
+    ),
+)
+USER_CODE = "user code"
+
+
+def classify(text: str) -> tuple[str, str]:
+    """The failure's kind and the advice for it; user code when nothing else matches."""
+    for kind in KINDS:
+        if kind.pattern.search(text):
+            return kind.name, kind.advice
+    return USER_CODE, "read the failing rank's error above and fix the training code"
+
+
+def last_lines(lines: list[str], count: int = 5) -> list[str]:
+    """The last `count` lines that say something, the error's end (Python's last lines name the exception)."""
+    return [line for line in lines if line.strip()][-count:]

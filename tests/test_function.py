@@ -1,0 +1,61 @@
+"""A function shipped from a notebook: it runs on every rank from the code bundle, rank 0's result comes back,
+and a rank that raises comes back as that rank's traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import crosstrain
+from crosstrain.errors import FunctionFailed, SpecError
+
+JOB: dict[str, Any] = {"name": "fn", "workers": {"replicas": 1}, "targets": {"local": {"nproc_per_node": 2}}}
+
+
+def all_reduce_ranks(scale: float, *, fail_on: int = -1) -> dict[str, float]:
+    import torch
+    import torch.distributed as dist
+
+    from crosstrain import runtime
+
+    env = runtime.init()
+    assert env.rank is not None
+    total = torch.tensor([float(env.rank + 1)])
+    dist.all_reduce(total)
+    if env.rank == fail_on:
+        raise ValueError(f"rank {env.rank} fails on purpose")
+    return {"sum": total.item() * scale, "world": float(env.world_size or 0)}
+
+
+def test_rank_zeros_result_comes_back_from_a_stock_python(stock_python: Path) -> None:
+    result = crosstrain.run(all_reduce_ranks, JOB, args=(10.0,), python=str(stock_python))
+    assert result == {"sum": 100.0, "world": 4.0}  # ranks 1+2+3+4, every rank joined
+
+
+def test_a_rank_that_raises_comes_back_with_its_rank_and_traceback() -> None:
+    with pytest.raises(FunctionFailed) as failed:
+        crosstrain.run(all_reduce_ranks, JOB, args=(1.0,), kwargs={"fail_on": 3})
+    assert failed.value.rank == 3
+    assert "ValueError: rank 3 fails on purpose" in failed.value.traceback
+    assert "all_reduce_ranks" in failed.value.traceback
+
+
+def test_a_function_with_a_code_folder_imports_from_it(tmp_path: Path) -> None:
+    (tmp_path / "src" / "helpers").mkdir(parents=True)
+    (tmp_path / "src" / "helpers" / "__init__.py").write_text("FACTOR = 7\n")
+
+    def uses_helpers() -> int:
+        import helpers  # type: ignore[import-not-found]  # shipped in the code folder, imported on the node
+
+        return int(helpers.FACTOR)
+
+    job = {"name": "fn", "code": str(tmp_path / "src")}
+    assert crosstrain.run(uses_helpers, job) == 7
+
+
+def test_a_job_with_a_command_is_refused_with_the_field() -> None:
+    with pytest.raises(SpecError) as refused:
+        crosstrain.run(all_reduce_ranks, {**JOB, "command": "python train.py"}, args=(1.0,))
+    assert refused.value.problems[0].path == "command"
