@@ -1036,15 +1036,7 @@ def _under(root: Path, target: str) -> bool:
 def runtime_bundle() -> packaging.Bundle:
     """The bundle of crosstrain's runtime alone, for a job without `code:` (its training file is uploaded on
     its own, or is on the cluster): the same archive for every such job of this crosstrain version."""
-    requirements = packaging.CodeFile(
-        f"{packaging.PACKAGE}/requirements.txt", 0, hashlib.sha256(b"").hexdigest(), content=b""
-    )
-    files = tuple(sorted((*packaging.runtime_files(), requirements), key=lambda f: f.path))
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(f"{file.path}\0{int(file.executable)}\0{file.size}\0{file.sha256}\n".encode())
-    folder = Path(packaging.__file__).parent
-    return packaging.Bundle(folder, (), (), None, (), files, digest.hexdigest())
+    return packaging.bundle(None)
 
 
 _ARCHIVES: dict[str, bytes] = {}
