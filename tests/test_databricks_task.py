@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from crosstrain.databricks_task import DistributorCall, TrainingFailed, failures, main, run
+from crosstrain import packaging
+from crosstrain.databricks_task import DistributorCall, TrainingFailed, enter, failures, main, run, unpack
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "databricks" / "train.py"
@@ -29,6 +30,40 @@ def test_parameters_round_trip() -> None:
     assert DistributorCall.parse(call.parameters()) == call
     module = DistributorCall(4, True, False, "module", "pkg.train")
     assert DistributorCall.parse(module.parameters()) == module
+
+
+def test_the_code_bundle_is_a_parameter_made_absolute() -> None:
+    call = DistributorCall(2, False, True, "file", "train.py", ("--x",), "/Workspace/a/crosstrain_code-1.0.tar.gz")
+    assert call.parameters()[0] == "--code=/Workspace/a/crosstrain_code-1.0.tar.gz"
+    assert DistributorCall.parse(call.parameters()) == call
+    relative = DistributorCall.parse(["--code=../x.tar.gz", *call.parameters()[1:]])
+    assert relative.code == os.path.abspath("../x.tar.gz")  # the ranks run from elsewhere
+
+
+def test_unpack_makes_one_folder_per_archive_and_enter_runs_from_the_user_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "src"
+    (source / "pkg").mkdir(parents=True)
+    (source / "train.py").write_text("import pkg.util\n")
+    (source / "pkg" / "__init__.py").write_text("")
+    (source / "pkg" / "util.py").write_text("VALUE = 7\n")
+    archive = tmp_path / packaging.ARCHIVE_NAME
+    archive.write_bytes(packaging.bundle(source).archive())
+    monkeypatch.setenv("CROSSTRAIN_UNPACK_DIR", str(tmp_path / "unpacked"))
+    root = unpack(str(archive))
+    assert unpack(str(archive)) == root
+    assert len(list((tmp_path / "unpacked" / "crosstrain-code").iterdir())) == 1, "no scratch folder left"
+    assert (root / "crosstrain_code" / "src" / "pkg" / "util.py").read_text() == "VALUE = 7\n"
+    assert unpack(str(root)) == root  # a folder that holds the bundle is used as it is
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert enter(root) == root / "crosstrain_code" / "src"
+    assert Path.cwd() == root / "crosstrain_code" / "src"
+    assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(root / "crosstrain_code"), str(Path.cwd())]
+    monkeypatch.delenv("PYTHONPATH")
+    monkeypatch.delenv("CROSSTRAIN_CODE_DIR")
 
 
 def test_parse_refuses_nonsense() -> None:

@@ -1,8 +1,18 @@
 """The Databricks task: run a training file or module under TorchDistributor, and fail when any rank fails.
 
-The `databricks` backend submits a `python_wheel_task` whose entry point is `main` here
-(`crosstrain-databricks --num-processes=2 --local-mode=false --use-gpu=true --file=/path/train.py -- ARGS`).
-It calls `TorchDistributor(num_processes, local_mode, use_gpu).run(...)`, the call Databricks' guide shows.
+The `databricks` backend uploads the job's code bundle (`crosstrain.packaging`: the user's folder and
+crosstrain's runtime, this module included) as one archive, and this very file next to it. The run's
+`spark_python_task` runs this file on the driver:
+
+    crosstrain_task.py --code=/Workspace/.../crosstrain_code-1.0.tar.gz --num-processes=2 --local-mode=false
+                       --use-gpu=true --file=train.py -- ARGS
+
+Started as a file, it unpacks the archive to the driver's local disk and imports crosstrain from there (the
+cluster has no crosstrain installed). `main` then calls `TorchDistributor(num_processes, local_mode,
+use_gpu).run(train_on_rank, ...)`. `train_on_rank` travels to the Spark tasks by value (cloudpickle), so the
+workers need no crosstrain either: each training process unpacks the same archive (read through the
+`/Workspace` or `/Volumes` FUSE path every node sees) once per node, puts crosstrain and the user's folder on
+`sys.path`, changes into the user's folder and runs the target there, as `python -m crosstrain_code` does.
 
 TorchDistributor hides training failures: its torchrun wrapper exits 0 and `run()` returns None whatever the
 ranks did (every pyspark from 3.4 to 4.3). So the training file runs inside `train_on_rank`, in function mode:
@@ -13,7 +23,7 @@ ranks did (every pyspark from 3.4 to 4.3). So the training file runs inside `tra
   rank that finished also leaves a marker in a driver-local directory, and every rank's marker must be there;
 * every rank returns the same value, holding this run's token, which `run()` must hand back.
 
-Anything else exits 1, so the Databricks task, the run and `crosstrain wait` report FAILED.
+Anything else fails the task (`TrainingFailed`), so the Databricks run and `crosstrain wait` report FAILED.
 
 This module imports only the standard library at import time: the backend's render uses `DistributorCall`
 to build the task parameters, and the render path must not import pyspark or torch.
@@ -21,9 +31,23 @@ to build the task parameters, and the render path must not import pyspark or tor
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
+
+if (
+    not __name__.endswith("databricks_task")  # started as a file (STARTED below), not imported
+    and globals().get("__file__")
+    and sys.path
+    and sys.path[0] == os.path.dirname(os.path.abspath(globals()["__file__"]))
+):
+    # Started as a file from inside an unpacked bundle (crosstrain_code/crosstrain/databricks_task.py): that
+    # folder, first on sys.path, holds crosstrain's secrets.py, which would shadow the standard library's.
+    del sys.path[0]
+
+import argparse
+import hashlib
+import shutil
+import tarfile
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -31,8 +55,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-#: The console script a `python_wheel_task` names as its entry point.
+#: Whether this file was started (the run's python_file, `python -m`), not imported as a module. Databricks
+#: runs a Python task's file as `__main__`; any name but an imported one counts, so the task never succeeds
+#: silently by doing nothing.
+STARTED = not __name__.endswith("databricks_task")
+
+#: The console script of an installed crosstrain (`python_wheel_task`), for clusters that have it.
 ENTRY_POINT = "crosstrain-databricks"
+#: The name this file is uploaded under, beside the archive: the run's `spark_python_task.python_file`.
+LAUNCHER_NAME = "crosstrain_task.py"
+#: The package folder of an unpacked bundle (`crosstrain.packaging.PACKAGE`; this module imports no crosstrain).
+PACKAGE = "crosstrain_code"
 
 
 def _flag(value: str) -> bool:
@@ -53,10 +86,13 @@ class DistributorCall:
     kind: Literal["file", "module"]
     target: str
     args: tuple[str, ...] = ()
+    #: The code bundle: its archive on a path every node sees, or a folder holding it unpacked ("" for none).
+    code: str = ""
 
     def parameters(self) -> list[str]:
         """The command-line parameters of the Databricks task; `parse` reads them back."""
         return [
+            *([f"--code={self.code}"] if self.code else []),
             f"--num-processes={self.num_processes}",
             f"--local-mode={str(self.local_mode).lower()}",
             f"--use-gpu={str(self.use_gpu).lower()}",
@@ -70,6 +106,7 @@ class DistributorCall:
         parser = argparse.ArgumentParser(
             prog=ENTRY_POINT, description="Run a training file or module under TorchDistributor."
         )
+        parser.add_argument("--code", default="", help="the code bundle's archive, or a folder holding it unpacked")
         parser.add_argument("--num-processes", type=int, required=True)
         parser.add_argument("--local-mode", type=_flag, required=True)
         parser.add_argument("--use-gpu", type=_flag, required=True)
@@ -82,13 +119,63 @@ class DistributorCall:
         if ns.num_processes < 1:
             parser.error("--num-processes must be at least 1")
         kind: Literal["file", "module"] = "file" if ns.file else "module"
-        return cls(ns.num_processes, ns.local_mode, ns.use_gpu, kind, ns.file or ns.module, tuple(argv[split + 1 :]))
+        code = os.path.abspath(ns.code) if ns.code else ""  # the ranks run from elsewhere
+        args = tuple(argv[split + 1 :])
+        return cls(ns.num_processes, ns.local_mode, ns.use_gpu, kind, ns.file or ns.module, args, code)
 
 
-def train_on_rank(kind: str, target: str, args: list[str], token: str, marker_dir: str | None) -> dict[str, Any]:
+def unpack(code: str) -> Path:
+    """The folder holding `crosstrain_code/`: `code` itself, or its archive unpacked once per node.
+
+    The archive's path names its content (the bundle's digest is in it), so the folder is named by the path;
+    it is unpacked beside its final name and renamed into place, so processes that race here all see a
+    complete folder."""
+    if os.path.isdir(code):
+        return Path(code)
+    base = Path(os.environ.get("CROSSTRAIN_UNPACK_DIR") or tempfile.gettempdir()) / "crosstrain-code"
+    folder = base / hashlib.sha256(code.encode()).hexdigest()[:32]
+    if not (folder / PACKAGE).is_dir():
+        base.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", dir=base))
+        with tarfile.open(code) as tar:
+            try:
+                tar.extractall(scratch, filter="data")
+            except TypeError:  # a Python without extraction filters (before 3.10.12, 3.11.4)
+                tar.extractall(scratch)  # the archive is the job's own bundle
+        top = next(p for p in scratch.iterdir() if (p / PACKAGE).is_dir())  # crosstrain_code-1.0/
+        try:
+            top.rename(folder)
+        except OSError:  # another process was first
+            if not (folder / PACKAGE).is_dir():
+                raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return folder
+
+
+def enter(root: Path) -> Path:
+    """Make this process run as `python -m crosstrain_code` would: crosstrain and the user's folder importable
+    (here and in every process it starts), the user's folder the working folder. Returns that folder."""
+    package = root / PACKAGE
+    source = package / "src"
+    for path in (str(source), str(package)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package), str(source), os.environ.get("PYTHONPATH")]))
+    os.environ["CROSSTRAIN_CODE_DIR"] = str(source)
+    source.mkdir(exist_ok=True)  # a bundle of the runtime alone has no user files
+    os.chdir(source)
+    return source
+
+
+def train_on_rank(
+    kind: str, target: str, args: list[str], token: str, marker_dir: str | None, code: str = ""
+) -> dict[str, Any]:
     """Runs in every training process: the user's script as `__main__`, then proof that this rank finished."""
     import runpy
 
+    if code:
+        enter(unpack(code))
     sys.argv = [target, *args]
     try:
         if kind == "file":
@@ -122,6 +209,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     SparkSession.builder.getOrCreate()  # on Databricks: the cluster's session
+    if call.code:
+        # The workers have no crosstrain installed: ship `train_on_rank` (and what it calls here) by value.
+        from pyspark import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[train_on_rank.__module__])  # type: ignore[no-untyped-call]
     token = uuid.uuid4().hex
     print(
         f"crosstrain: TorchDistributor(num_processes={call.num_processes}, local_mode={call.local_mode}, "
@@ -134,7 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             num_processes=call.num_processes, local_mode=call.local_mode, use_gpu=call.use_gpu
         )
         try:
-            result = distributor.run(train_on_rank, call.kind, call.target, list(call.args), token, marker_dir)
+            result = distributor.run(
+                train_on_rank, call.kind, call.target, list(call.args), token, marker_dir, call.code
+            )
         except Exception as exc:  # a failed barrier stage surfaces as Py4JJavaError, a missing output as RuntimeError
             print(f"crosstrain: training failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             return 1
@@ -155,8 +249,22 @@ def run(argv: Sequence[str] | None = None) -> None:
         raise TrainingFailed("training failed on at least one rank; the reason is in the lines above")
 
 
-if __name__ == "__main__":
-    # Call through the imported module, so `train_on_rank` is pickled by reference, not as a `__main__` function.
+def _code_argument(argv: Sequence[str]) -> str:
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg.startswith("--code="):
+            return arg.removeprefix("--code=")
+    return ""
+
+
+if STARTED:
+    # Started as the uploaded file (the run's python_file), or as `python -m crosstrain.databricks_task`.
+    # With a bundle, crosstrain is imported from it (the cluster has none installed); and always through the
+    # imported module, so `train_on_rank` is pickled as `crosstrain.databricks_task`'s, not `__main__`'s.
+    if _code_argument(sys.argv[1:]):
+        root = unpack(os.path.abspath(_code_argument(sys.argv[1:])))
+        sys.path.insert(0, str(root / PACKAGE))
     from crosstrain import databricks_task
 
-    sys.exit(databricks_task.main())
+    databricks_task.run(sys.argv[1:])

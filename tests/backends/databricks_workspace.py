@@ -6,10 +6,15 @@ It behaves as Databricks documents: `runs/submit` with a known `idempotency_toke
 `{"run_id": N}` as a new one) instead of starting another, `runs/get` returns each task with the `new_cluster`
 it was submitted with (custom tags included), and `runs/get-output` answers only for a task run's id. Its
 faults are `LoopbackService`'s, per operation: "create" (runs/submit), "get" (runs/get: the read inside submit
-and every poll), "cancel", "output" (runs/get-output), "mkdirs", "import"; errors come in Databricks' envelope
+and every poll), "cancel", "output" (runs/get-output), "mkdirs", "import", "get-status", and for volumes
+"fs-mkdirs" (Files API directories) and "fs-put" (Files API upload); errors come in Databricks' envelope
 (`{"error_code": ..., "message": ...}`). It answers the client's host discovery
 (`/.well-known/databricks-config`) with a workspace id, so later calls carry `X-Databricks-Workspace-Id` as
 they do on a real workspace.
+
+Uploads are kept as bytes in `files` (path -> content): `workspace/import` as JSON with base64 content (the
+SDK's `import_`) or as multipart/form-data (its `upload`), and the Files API's raw `PUT /api/2.0/fs/files/...`;
+`workspace/get-status` and `HEAD /api/2.0/fs/files/...` find them (404 `RESOURCE_DOES_NOT_EXIST` otherwise).
 
 `DatabricksPlatform.inject` takes the suite's names: "submit-read" and "poll" both script the next runs/get,
 so a "poll" fault scripted before a submit plays on the read inside that submit.
@@ -22,7 +27,10 @@ so a "poll" fault scripted before a submit plays on the read inside that submit.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import email.parser
+import email.policy
 import itertools
 import time
 from types import TracebackType
@@ -42,7 +50,10 @@ OPERATIONS = (
     ("/jobs/runs/cancel", "cancel"),
     ("/workspace/mkdirs", "mkdirs"),
     ("/workspace/import", "import"),
+    ("/workspace/get-status", "get-status"),
 )
+#: Files API prefix -> operation name (the file's path follows the prefix).
+FILES_API = (("/api/2.0/fs/directories/", "fs-mkdirs"), ("/api/2.0/fs/files/", "fs-put"))
 ERROR_CODES = {
     400: "INVALID_PARAMETER_VALUE",
     404: "RESOURCE_DOES_NOT_EXIST",
@@ -72,7 +83,7 @@ class DatabricksWorkspace(LoopbackService):
         self.runs: dict[int, dict[str, Any]] = {}
         self.tokens: dict[str, int] = {}
         self.folders: set[str] = set()
-        self.files: dict[str, str] = {}
+        self.files: dict[str, bytes] = {}
         self.states = list(DEFAULT_STATES)
         self.output: dict[str, Any] = {"logs": "epoch 1 loss 0.5\nepoch 2 loss 0.1", "error": None}
 
@@ -83,6 +94,9 @@ class DatabricksWorkspace(LoopbackService):
     def operation(self, call: Call) -> str:
         if call.path == "/.well-known/databricks-config":
             return "metadata"
+        for prefix, name in FILES_API:
+            if call.path.startswith(prefix):
+                return "fs-stat" if call.method == "HEAD" else name
         return next((name for suffix, name in OPERATIONS if call.path.endswith(suffix)), "unknown")
 
     def error(self, status: int, message: str) -> Reply:
@@ -112,13 +126,30 @@ class DatabricksWorkspace(LoopbackService):
             self.folders.add(call.body["path"])
             return Reply(200, {})
         if operation == "import":
-            path = call.body["path"]
+            fields = _import_fields(call)
+            path = fields["path"].decode()
             if path.rsplit("/", 1)[0] not in self.folders:
                 return self.error(404, f"The parent folder of {path} does not exist.")
-            if path in self.files and not call.body.get("overwrite"):
+            if path in self.files and fields.get("overwrite", b"false").lower() != b"true":
                 return Reply(400, {"error_code": "RESOURCE_ALREADY_EXISTS", "message": f"{path} already exists."})
-            self.files[path] = call.body["content"]
+            self.files[path] = fields["content"]
             return Reply(200, {})
+        if operation == "get-status":
+            path = call.query.get("path", "")
+            if path in self.files:
+                return Reply(200, {"path": path, "object_type": "FILE", "size": len(self.files[path])})
+            if path in self.folders:
+                return Reply(200, {"path": path, "object_type": "DIRECTORY"})
+            return self.error(404, f"Path ({path}) doesn't exist.")
+        if operation == "fs-mkdirs":
+            self.folders.add(call.path.removeprefix("/api/2.0/fs/directories"))
+            return Reply(200, None)
+        if operation == "fs-put":
+            self.files[call.path.removeprefix("/api/2.0/fs/files")] = call.raw
+            return Reply(204, None)
+        if operation == "fs-stat":
+            path = call.path.removeprefix("/api/2.0/fs/files")
+            return Reply(200, None) if path in self.files else Reply(404, None)
         return self.error(404, f"no endpoint {call.method} {call.path}")
 
     # -- the runs ------------------------------------------------------------------------------------------
@@ -171,6 +202,24 @@ class DatabricksWorkspace(LoopbackService):
             "Retrieving the output of runs with multiple tasks is not supported. Please retrieve the output of "
             "each individual task run instead.",
         )
+
+
+def _import_fields(call: Call) -> dict[str, bytes]:
+    """`workspace/import`'s fields, from JSON (base64 `content`) or from multipart/form-data (raw content)."""
+    if isinstance(call.body, dict):
+        fields = {k: str(v).encode() for k, v in call.body.items() if k != "content"}
+        fields["overwrite"] = str(call.body.get("overwrite", False)).lower().encode()
+        fields["content"] = base64.b64decode(call.body.get("content", ""))
+        return fields
+    content_type = next((v for k, v in call.headers.items() if k.lower() == "content-type"), "")
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + call.raw)
+    found: dict[str, bytes] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        found[str(name)] = payload if isinstance(payload, bytes) else b""
+    return found
 
 
 class DatabricksPlatform(LoopbackPlatform):

@@ -7,18 +7,28 @@ Regenerate the golden files with `CROSSTRAIN_UPDATE_GOLDEN=1 pytest tests/backen
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import hashlib
+import io
 import json
 import os
-from collections.abc import Iterator
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
-from crosstrain import __version__
+from crosstrain import packaging
 from crosstrain.backends import create_backend
 from crosstrain.backends.base import Backend, JobState, Request
+from crosstrain.backends.databricks import runtime_bundle
+from crosstrain.backends.local import inherited_environment
 from crosstrain.databricks_task import DistributorCall
 from crosstrain.errors import IdentityConflict, JobFailed, SpecError, SubmitError, TransientError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
@@ -49,8 +59,8 @@ class TestDatabricksConformance(BackendConformance):
         ({"launch": {"processes_per_node": 2}}, "one process per GPU"),
         ({"launch": {"mode": "per-node"}}, "cannot launch per-node"),
     ]
-    # How crosstrain gets onto the cluster and how submit authenticates say nothing about the job.
-    unsent_settings: ClassVar[dict[str, Any]] = {"crosstrain_library": "crosstrain==9.9.9", "profile": "other"}
+    # How submit authenticates says nothing about the job.
+    unsent_settings: ClassVar[dict[str, Any]] = {"profile": "other"}
 
 
 def backend(**kwargs: Any) -> Backend[Any]:
@@ -76,7 +86,7 @@ def _golden_cases() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
                 "primary": {"machine": "H100:8"},
                 "identity": "trainer@example.com",
             },
-            {"host": "https://1234567890123456.7.gcp.databricks.com", "crosstrain_library": "image"},
+            {"host": "https://1234567890123456.7.gcp.databricks.com"},
         ),
         "secrets-aws": (
             {
@@ -96,11 +106,7 @@ def _golden_cases() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
                 "scheduling": {"spot": True, "timeout": "12h"},
                 "identity": "6f2c1a9e-0d8b-4f7c-9e3a-5b1d2c3e4f5a",
             },
-            {
-                **AWS,
-                "crosstrain_library": "/Volumes/main/default/wheels/crosstrain-0.1.0-py3-none-any.whl",
-                "libraries": ["transformers==4.46.0"],
-            },
+            {**AWS, "libraries": ["transformers==4.46.0"]},
         ),
     }
 
@@ -115,9 +121,24 @@ def _all_rendered(monkeypatch: pytest.MonkeyPatch) -> dict[str, Request]:
     return {"example-aws": _example(monkeypatch), **rendered}
 
 
+def _stable(request: Request) -> str:
+    """The request as JSON, with what changes with every edit of crosstrain's runtime (the runtime bundle's
+    digest, its launcher's sha256 and sizes) replaced by placeholders, so the golden files review the shape."""
+    runtime = runtime_bundle()
+    data = request.to_dict()
+    for call in data["calls"]:
+        content = (call.get("body") or {}).get("content")
+        if isinstance(content, dict):
+            for key in ("sha256", "sha256 of the bundle", "bytes", "user bytes"):
+                if key in content:
+                    content[key] = f"<{key}>"
+    text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return text.replace(runtime.short, "<runtime bundle>")
+
+
 def test_golden_files(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, request in _all_rendered(monkeypatch).items():
-        text = json.dumps(request.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        text = _stable(request)
         path = GOLDEN / f"{name}.json"
         if os.environ.get("CROSSTRAIN_UPDATE_GOLDEN"):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +156,7 @@ def test_a_two_gpu_job_is_the_seed_example() -> None:
     train_file, args = "/Workspace/Users/me@example.com/train.py", ["--learning_rate=0.001", "--batch_size=16"]
     job = {"name": "seed", "command": ["python", train_file, *args], "primary": {"machine": "T4:1"}}
     task = render({**job, "workers": {"replicas": 1}}).create.body["tasks"][0]
-    call = DistributorCall.parse(task["python_wheel_task"]["parameters"])
+    call = DistributorCall.parse(task["spark_python_task"]["parameters"])
     assert (call.num_processes, call.local_mode, call.use_gpu) == (2, False, True)
     assert (call.kind, call.target, list(call.args)) == ("file", train_file, args)
     cluster = task["new_cluster"]
@@ -146,7 +167,7 @@ def test_a_two_gpu_job_is_the_seed_example() -> None:
 
 def test_cluster_shape_follows_the_job() -> None:
     multi = render(merge(BASE_JOB, {"primary": {"machine": "A100:8"}, "image": None})).create.body["tasks"][0]
-    call = DistributorCall.parse(multi["python_wheel_task"]["parameters"])
+    call = DistributorCall.parse(multi["spark_python_task"]["parameters"])
     assert (call.num_processes, call.local_mode, call.use_gpu, call.kind) == (24, False, True, "module")
     cluster = multi["new_cluster"]
     assert (cluster["node_type_id"], cluster["driver_node_type_id"], cluster["num_workers"]) == (
@@ -159,7 +180,7 @@ def test_cluster_shape_follows_the_job() -> None:
 
     single = render({"name": "one", "command": "python -m t", "primary": {"machine": "A10G:4"}})
     single_task = single.create.body["tasks"][0]
-    call = DistributorCall.parse(single_task["python_wheel_task"]["parameters"])
+    call = DistributorCall.parse(single_task["spark_python_task"]["parameters"])
     assert (call.num_processes, call.local_mode, call.use_gpu) == (4, True, False)
     assert single_task["new_cluster"]["num_workers"] == 0
     assert single_task["new_cluster"]["custom_tags"]["ResourceClass"] == "SingleNode"
@@ -192,12 +213,13 @@ def test_a_local_training_file_is_uploaded_and_moves_the_identity(
     (tmp_path / "train.py").write_text("print('v1')\n")
     job = {"name": "up", "command": "python train.py --x 1", "primary": {"machine": "T4:1"}}
     first = render(job)
-    mkdirs, upload, submit = first.calls
+    *_, check, mkdirs, upload, submit = first.calls
+    assert check.method == "GET"
     sha = hashlib.sha256(b"print('v1')\n").hexdigest()[:16]
     assert mkdirs.body == {"path": f"/Workspace/Shared/crosstrain/{first.identity}/{sha}"}
     assert upload.body["path"] == f"/Workspace/Shared/crosstrain/{first.identity}/{sha}/train.py"
     assert upload.body["content"] == "cHJpbnQoJ3YxJykK"  # base64 of the file
-    params = submit.body["tasks"][0]["python_wheel_task"]["parameters"]
+    params = submit.body["tasks"][0]["spark_python_task"]["parameters"]
     assert DistributorCall.parse(params).target == upload.body["path"]
 
     (tmp_path / "train.py").write_text("print('v2')\n")
@@ -236,7 +258,7 @@ def test_a_local_path_outside_the_job_folder_is_an_image_path_or_refused(
     monkeypatch.chdir(job_dir)
     outside = str(tmp_path / "elsewhere.py")
     in_image = render({**BASE_JOB, "command": ["python", outside], "primary": {"machine": "T4:1"}})
-    assert len(in_image.calls) == 1, "nothing uploaded: the path names the image's own file"
+    assert not any(outside in json.dumps(c.body) for c in in_image.calls[:-1]), "the image's own file"
     with pytest.raises(Unsupported, match="outside the job's folder"):
         render({"name": "up", "command": ["python", outside], "primary": {"machine": "T4:1"}})
 
@@ -247,7 +269,7 @@ def test_the_workspace_import_limit_is_checked_at_render(tmp_path: Path, monkeyp
     (tmp_path / "big.py").write_bytes(b"#" * 7_500_000)
     (tmp_path / "bigger.py").write_bytes(b"#" * 7_500_001)
     job = {"name": "big", "command": "python big.py", "primary": {"machine": "T4:1"}}
-    upload = render(job).calls[1].body
+    upload = render(job).calls[-2].body
     assert len(upload["content"]) == 10_000_000
     with pytest.raises(Unsupported) as refused:
         render({**job, "command": "python bigger.py"})
@@ -268,15 +290,6 @@ def test_a_workspace_dir_that_leaves_the_workspace_is_refused(folder: str) -> No
     assert folder in problem.message
     assert problem.fix
     assert "see `crosstrain schema`" not in problem.fix
-
-
-def test_the_crosstrain_library_is_sent_but_names_no_new_run() -> None:
-    default = render(BASE_JOB)
-    libraries = default.create.body["tasks"][0]["libraries"]
-    assert {"pypi": {"package": f"crosstrain=={__version__}"}} in libraries
-    upgraded = render(BASE_JOB, crosstrain_library="crosstrain==99.0")
-    assert (upgraded.identity, upgraded.fingerprint) == (default.identity, default.fingerprint)
-    assert render(BASE_JOB, libraries=["transformers"]).fingerprint != default.fingerprint
 
 
 # -- submit, wait, cancel, logs through the real WorkspaceClient ---------------------------------------------
@@ -316,14 +329,18 @@ def test_submit_sends_exactly_the_rendered_calls(platform: DatabricksPlatform, m
     request = backend.render(load_job("job.yaml"), platform.settings)
     handle = backend.send(request)
     posts = [(method, path, body) for method, path, body in sent(platform.workspace) if method == "POST"]
-    assert posts == [("POST", call.url.removeprefix(platform.url), call.body) for call in request.calls]
+    json_posts = [c for c in request.calls if c.method == "POST" and isinstance(c.body.get("content", ""), str)]
+    assert [p for p in posts if isinstance(p[2], dict)] == [
+        ("POST", call.url.removeprefix(platform.url), call.body) for call in json_posts
+    ]
     assert platform.workspace.submits()[0]["idempotency_token"] == request.identity
     assert [(c.method, c.path) for c in platform.workspace.received][-1] == ("GET", "/api/2.2/jobs/runs/get")
     assert handle.job_id == "1000"
     assert handle.console_url.endswith("#job/runs/1000")
     assert handle.ref["host"] == platform.url
-    upload = request.calls[1].body
-    assert platform.workspace.files == {upload["path"]: upload["content"]}
+    upload = request.calls[-2].body
+    assert platform.workspace.files[upload["path"]] == base64.b64decode(upload["content"])
+    assert len(platform.workspace.files) == 3, "the archive, the launcher and train.py"
 
 
 @pytest.mark.parametrize("fault", ["slow", "refuse", "rate-limit", "drop", "error", "late"])
@@ -405,9 +422,9 @@ def test_a_changed_file_under_a_fixed_run_id_never_overwrites_the_runs_file(
     with pytest.raises(IdentityConflict) as refused:
         backend.send(second)
     assert refused.value.found == first.fingerprint
-    v1, v2 = first.calls[1].body, second.calls[1].body
+    v1, v2 = first.calls[-2].body, second.calls[-2].body
     assert v1["path"] != v2["path"]
-    assert platform.workspace.files[v1["path"]] == v1["content"], "the run's own file is untouched"
+    assert platform.workspace.files[v1["path"]] == b"print('v1')\n", "the run's own file is untouched"
     assert platform.live_jobs(first.identity) == [handle.job_id]
 
 
@@ -422,10 +439,10 @@ def test_an_edited_request_uploads_nowhere_but_its_workspace_folder(
     )
     for path in ("/Workspace/Shared/crosstrain/../../Users/someone/train.py", "/Workspace/Users/someone/train.py"):
         edited = request.to_dict()
-        edited["calls"][1]["body"]["path"] = path
+        edited["calls"][-2]["body"]["path"] = path
         with pytest.raises(SpecError) as refused:
             backend.send(Request.from_dict(edited))
-        assert refused.value.problems[0].path == "calls[1].body.path"
+        assert refused.value.problems[0].path == f"calls[{len(request.calls) - 2}].body.path"
     assert sent(platform.workspace) == [], "refused before anything was sent"
 
 
@@ -436,7 +453,7 @@ def test_an_edited_request_uploads_nowhere_but_its_workspace_folder(
 def test_wait_outlasts_the_sdk_default_and_fails_on_a_failed_result(
     platform: DatabricksPlatform, result: str, expected: JobState
 ) -> None:
-    platform.workspace.states = [("PENDING", None)] * 3 + [("RUNNING", None)] * 25 + [("TERMINATED", result)]
+    platform.workspace.states = [("PENDING", None)] * 3 + [("RUNNING", None)] * 60 + [("TERMINATED", result)]
     slept: list[float] = []
     db = platform.backend()
     db.retry = RetryPolicy(sleep=slept.append)
@@ -532,3 +549,239 @@ def test_a_run_whose_cluster_is_not_reported_is_adopted_unchecked(platform: Data
         for task in run.get("tasks", []):
             task.pop("new_cluster", None)
     assert backend.send(request).job_id == first.job_id
+
+
+# -- the code bundle -----------------------------------------------------------------------------------------
+def _project(root: Path) -> Path:
+    """A job file beside a multi-file code folder: train.py imports a helper from a subpackage."""
+    src = root / "src"
+    (src / "pkg" / "helpers").mkdir(parents=True)
+    (src / "train.py").write_text("from pkg.helpers.util import greet\nprint(greet())\n")
+    (src / "pkg" / "__init__.py").write_text("")
+    (src / "pkg" / "helpers" / "__init__.py").write_text("")
+    (src / "pkg" / "helpers" / "util.py").write_text("def greet():\n    return 'hello'\n")
+    (src / ".gitignore").write_text("*.log\ndata/\n")
+    (src / "run.log").write_text("ignored\n")
+    (src / "data").mkdir()
+    (src / "data" / "big.bin").write_bytes(b"\0" * 1000)
+    job = root / "job.yaml"
+    job.write_text(
+        "name: multi\ncode: ./src\nrequirements: [torchmetrics==1.4.0]\ncommand: python train.py --x 1\n"
+        "primary: {machine: 'T4:1'}\nworkers: {replicas: 1}\n"
+    )
+    return job
+
+
+def _members(archive: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        return {
+            m.name.split("/", 1)[1]: tar.extractfile(m).read()  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if m.isfile()
+        }
+
+
+def test_a_code_job_uploads_its_bundle_once_and_the_archive_holds_exactly_its_files(
+    platform: DatabricksPlatform, tmp_path: Path
+) -> None:
+    job = load_job(_project(tmp_path))
+    backend = platform.backend()
+    request = backend.render(job, platform.settings)
+    task = request.create.body["tasks"][0]
+    assert task["libraries"] == [{"pypi": {"package": "torchmetrics==1.4.0"}}]
+    call = DistributorCall.parse(task["spark_python_task"]["parameters"])
+    bundle = packaging.for_job(job)
+    assert bundle is not None
+    folder = f"/Workspace/Shared/crosstrain/code/{bundle.short}"
+    assert task["spark_python_task"]["python_file"] == f"{folder}/crosstrain_task.py"
+    assert (call.code, call.kind, call.target, call.args) == (
+        f"{folder}/crosstrain_code-1.0.tar.gz",
+        "file",
+        "train.py",
+        ("--x", "1"),
+    )
+    backend.send(request)
+    uploads = [c for c in platform.workspace.received if c.path.endswith(("/import", "/mkdirs"))]
+    assert len(uploads) == 3  # mkdirs, the archive, the launcher
+    files = dict(platform.workspace.files)
+    assert set(files) == {f"{folder}/crosstrain_code-1.0.tar.gz", f"{folder}/crosstrain_task.py"}
+    launcher = (Path(packaging.__file__).parent / "databricks_task.py").read_bytes()
+    assert files[f"{folder}/crosstrain_task.py"] == launcher
+    members = _members(files[f"{folder}/crosstrain_code-1.0.tar.gz"])
+    user = {k.removeprefix("crosstrain_code/src/"): v for k, v in members.items() if "/src/" in k}
+    local = {
+        str(p.relative_to(tmp_path / "src")): p.read_bytes()
+        for p in (tmp_path / "src").rglob("*")
+        if p.is_file() and p.name != "run.log" and "data" not in p.parts
+    }
+    assert user == local
+    assert members["crosstrain_code/crosstrain/databricks_task.py"] == launcher
+
+    before = len(platform.workspace.received)
+    again = platform.backend()
+    again.send(again.render(load_job(tmp_path / "job.yaml"), platform.settings))
+    after = [(c.method, c.path) for c in platform.workspace.received[before:] if c.path.startswith("/api/2.0/")]
+    assert after == [("GET", "/api/2.0/workspace/get-status")] * 2, "a re-submit uploads nothing"
+    assert platform.workspace.files == files
+
+
+def test_a_volume_takes_the_archive_through_the_files_api(platform: DatabricksPlatform, tmp_path: Path) -> None:
+    job = load_job(_project(tmp_path))
+    backend = platform.backend()
+    request = backend.render(job, {**platform.settings, "volume": "/Volumes/main/ml/code/"})
+    bundle = packaging.for_job(job)
+    assert bundle is not None
+    archive = f"/Volumes/main/ml/code/code/{bundle.short}/crosstrain_code-1.0.tar.gz"
+    put = next(c for c in request.calls if c.method == "PUT" and "/fs/files/" in c.url)
+    assert put.url == f"{platform.url}/api/2.0/fs/files{archive}?overwrite=true"
+    backend.send(request)
+    assert _members(platform.workspace.files[archive]) == _members(bundle.archive())
+    assert f"/Volumes/main/ml/code/code/{bundle.short}" in platform.workspace.folders
+    params = request.create.body["tasks"][0]["spark_python_task"]["parameters"]
+    assert DistributorCall.parse(params).code == archive
+    before = len(platform.workspace.received)
+    backend.send(request)
+    after = [(c.method, c.path) for c in platform.workspace.received[before:] if c.path.startswith("/api/2.0/")]
+    assert after == [("HEAD", f"/api/2.0/fs/files{archive}"), ("GET", "/api/2.0/workspace/get-status")]
+
+
+def test_a_bundle_in_the_workspace_is_uploaded_again_to_a_new_volume(
+    platform: DatabricksPlatform, tmp_path: Path
+) -> None:
+    """Each upload is checked at its own destination: the launcher being there says nothing of the volume."""
+    job = load_job(_project(tmp_path))
+    backend = platform.backend()
+    backend.send(backend.render(job, platform.settings))
+    backend.send(backend.render(job, {**platform.settings, "volume": "/Volumes/main/ml/code"}))
+    assert sum(path.endswith(".tar.gz") for path in platform.workspace.files) == 2
+
+
+def test_an_archive_over_the_import_limit_names_the_volume_fix(tmp_path: Path) -> None:
+    job = _project(tmp_path)
+    (tmp_path / "src" / "weights.bin").write_bytes(os.urandom(7_600_000))  # incompressible
+    with pytest.raises(Unsupported) as refused:
+        backend().render(load_job(job), AWS)
+    (problem,) = refused.value.problems
+    assert problem.path == "code"
+    assert "at most 10 MB of base64 content" in problem.message
+    assert "targets.databricks.volume" in problem.fix
+    assert backend().render(load_job(job), {**AWS, "volume": "/Volumes/main/ml/code"})
+    with pytest.raises(SpecError, match="not a Unity Catalog volume"):
+        backend().render(load_job(job), {**AWS, "volume": "/Workspace/x"})
+
+
+def test_relative_paths_resolve_against_the_job_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = _project(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    here = backend().render(load_job(job), AWS)
+    monkeypatch.chdir(tmp_path)
+    assert backend().render(load_job("job.yaml"), AWS).to_dict() == here.to_dict()
+    with pytest.raises(Unsupported, match="not in the code folder"):
+        backend().render(load_job(job).model_copy(update={"command": ["python", "no.py"]}), AWS)
+
+
+@pytest.mark.parametrize(
+    ("environment", "spark_version", "expected"),
+    [
+        ("pytorch", None, "17.3.x-gpu-ml-scala2.13"),
+        ("pytorch:2.3", None, "15.4.x-gpu-ml-scala2.12"),
+        ("pytorch:2.3", "16.4.x-gpu-ml-scala2.12", "16.4.x-gpu-ml-scala2.12"),  # the direct form wins
+        (None, None, "17.3.x-gpu-ml-scala2.13"),
+    ],
+)
+def test_the_environment_picks_the_ml_runtime(
+    environment: str | None, spark_version: str | None, expected: str
+) -> None:
+    job = {"name": "env", "command": "python -m t", "primary": {"machine": "T4:1"}, "environment": environment}
+    request = render(job, spark_version=spark_version)
+    assert request.create.body["tasks"][0]["new_cluster"]["spark_version"] == expected
+
+
+def test_an_environment_databricks_lacks_is_refused() -> None:
+    with pytest.raises(Unsupported) as refused:
+        render({"name": "env", "command": "python -m t", "primary": {"machine": "T4:1"}, "environment": "pytorch:1.0"})
+    (problem,) = refused.value.problems
+    assert problem.path == "environment"
+    assert "pytorch:2.7" in problem.message
+    assert "targets.databricks.spark_version" in problem.fix
+
+
+def test_upgrading_crosstrain_names_no_new_run_of_a_job_without_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crosstrain.backends import databricks
+
+    before = render(BASE_JOB)
+    original = databricks.runtime_bundle()
+    moved = dataclasses.replace(original, digest="f" * 64)
+    monkeypatch.setattr(databricks, "runtime_bundle", lambda: moved)
+    after = render(BASE_JOB)
+    assert json.dumps(after.to_dict()) != json.dumps(before.to_dict())
+    assert (after.identity, after.fingerprint) == (before.identity, before.fingerprint)
+
+
+SRC = ROOT / "src"
+
+
+def _without_this_checkout(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` with this checkout's src/ left off PYTHONPATH: a stock Python must not find crosstrain there."""
+    env = dict(environ)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != SRC]
+    env.pop("PYTHONPATH", None)
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def test_the_multifile_example_trains_under_databricks_emulation_with_a_stock_python(stock_python: Path) -> None:
+    """`crosstrain run --emulate databricks`: the rendered run's launcher starts from the staged archive, and
+    TorchDistributor's Spark workers run a Python without crosstrain (the rank function travels by value)."""
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no Java for the local SparkSession")
+    pytest.importorskip("pyspark")
+    job = ROOT / "examples" / "databricks-multifile" / "job.yaml"
+    args = ["run", str(job), "--local", "--emulate", "databricks", "--set", f"python={stock_python}"]
+    # The CLI imports this checkout by path, so the processes it starts inherit no PYTHONPATH to it.
+    cli = f"import sys; sys.path.insert(0, {str(SRC)!r}); from crosstrain.cli import main; sys.exit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", cli, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=_without_this_checkout(inherited_environment(os.environ)),
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "SUCCEEDED" in done.stderr
+    output = done.stdout + done.stderr  # the processes' lines, wherever this version streams them
+    losses = dict(re.findall(r"rank (\d)/2: loss [\d.]+ -> ([\d.]+)", output))
+    assert sorted(losses) == ["0", "1"], output[-3000:]
+    assert all(float(loss) < 0.5 for loss in losses.values())
+
+
+@pytest.mark.parametrize("example", ["databricks", "databricks-multifile"])
+def test_the_examples_render_the_same_from_any_folder(
+    example: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = ROOT / "examples" / example / "job.yaml"
+    rendered = []
+    for where in (ROOT, job.parent, tmp_path):
+        monkeypatch.chdir(where)
+        rendered.append(backend().render(load_job(job)).to_dict())
+    assert rendered[0] == rendered[1] == rendered[2]
+
+
+@pytest.mark.parametrize(("volume", "operation"), [(None, "import"), ("/Volumes/main/ml/code", "fs-put")])
+def test_an_upload_that_fails_is_sent_again_whole(
+    platform: DatabricksPlatform, tmp_path: Path, volume: str | None, operation: str
+) -> None:
+    job = load_job(_project(tmp_path))
+    platform.inject(operation, "error")  # the archive's upload: a 500, its outcome unknown
+    backend = platform.backend()
+    settings = {**platform.settings, **({"volume": volume} if volume else {})}
+    backend.send(backend.render(job, settings))
+    bundle = packaging.for_job(job)
+    assert bundle is not None
+    archive = next(path for path in platform.workspace.files if path.endswith(".tar.gz"))
+    assert platform.workspace.files[archive] == bundle.archive()
+    tries = [c for c in platform.workspace.received if platform.workspace.operation(c) == operation]
+    assert len(tries) == (3 if operation == "import" else 2)  # (the launcher is an import too)

@@ -162,6 +162,18 @@ def translate(error: BaseException, what: str) -> SubmitError | None:
     return None
 
 
+def exists(fn: Callable[[], object]) -> bool:
+    """Whether a read (`workspace.get_status`, `files.get_metadata`) finds its object: False on a 404
+    (`RESOURCE_DOES_NOT_EXIST`, `NOT_FOUND`); any other error is raised, for `call` to map."""
+    from databricks.sdk.errors import NotFound
+
+    try:
+        fn()
+    except NotFound:
+        return False
+    return True
+
+
 def call(fn: Callable[[], T], what: str) -> T:
     """Make one SDK call; its failure as crosstrain's error (`what` names the call in the message)."""
     try:

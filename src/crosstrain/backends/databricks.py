@@ -1,8 +1,10 @@
 """`databricks`: one-time runs (`POST /api/2.2/jobs/runs/submit`) that call TorchDistributor on a GPU cluster.
 
-The run has one `python_wheel_task` on a `new_cluster`. Its entry point, `crosstrain-databricks`
-(`crosstrain.databricks_task`), calls `TorchDistributor(num_processes, local_mode, use_gpu).run(...)` on the
-training file or module and exits non-zero when any rank failed, which TorchDistributor alone never does.
+The run has one `spark_python_task` on a `new_cluster`. Its file is crosstrain's launcher
+(`crosstrain/databricks_task.py`, uploaded as `crosstrain_task.py`), which unpacks the job's code bundle, calls
+`TorchDistributor(num_processes, local_mode, use_gpu).run(...)` on the training file or module and fails the
+task when any rank failed, which TorchDistributor alone never does. Nothing comes from PyPI but the job's
+`requirements` (task `libraries`); `environment: pytorch[:X.Y]` picks a Databricks Runtime ML (`RUNTIMES`).
 
 Mapping (facts and sources: ../shared/reference/databricks.md):
 
@@ -17,11 +19,17 @@ Mapping (facts and sources: ../shared/reference/databricks.md):
 * an image becomes `docker_image` (Databricks Container Services). Container Services does not run ML
   runtimes, so the runtime becomes the standard one of the same version, and the image must carry torch,
   CUDA and NCCL.
-* a training file on this machine is uploaded to workspace files first (`workspace/mkdirs` +
-  `workspace/import`, both in the rendered request) under `<workspace_dir>/<identity>/<sha of the file>/`, so
-  an upload never overwrites the file of another request's run; a path already on the cluster is used as is.
-  Only a regular file under the folder crosstrain runs from is read, never through a symlink that leaves it,
-  and at most the import's size limit (`crosstrain.uploads`).
+* every run uploads a bundle (`crosstrain.packaging`: the `code:` folder and crosstrain's runtime, or the
+  runtime alone) as one archive to `<workspace_dir>/code/<sha>/` (workspace import, at most 10 MB of base64)
+  or `<volume>/code/<sha>/` (Files API), and the launcher beside it in the workspace; each upload is checked
+  at its content-addressed path first and skipped when there, so a re-submit uploads nothing. The launcher
+  ships `train_on_rank` to the Spark workers by value: they unpack the archive themselves, from the FUSE
+  path every node sees (../docs/databricks.md, "How the code reaches the cluster").
+* without `code:`, a training file on this machine is uploaded on its own (`workspace/mkdirs` +
+  `workspace/import`, in the rendered request) under `<workspace_dir>/<identity>/<sha of the file>/`, so an
+  upload never overwrites the file of another request's run; a path already on the cluster is used as is.
+  Only a regular file under the job file's folder is read, never through a symlink that leaves it, and at
+  most the import's size limit (`crosstrain.uploads`).
 * the identity is the `idempotency_token` (Databricks starts exactly one run per token and returns that run
   for a repeated one), and the request's fingerprint is the cluster tag `crosstrain_fingerprint`: after
   `runs/submit`, submit reads the run back and refuses (`IdentityConflict`) a run made from another request.
@@ -33,19 +41,22 @@ from __future__ import annotations
 
 import base64
 import configparser
+import dataclasses
 import hashlib
+import io
+import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, quote, unquote, urlparse
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from crosstrain import __version__, catalog, secrets, uploads
+from crosstrain import catalog, packaging, secrets, uploads
 from crosstrain.backends.base import (
     Backend,
     Capabilities,
@@ -58,7 +69,8 @@ from crosstrain.backends.base import (
     origin_of,
     shown,
 )
-from crosstrain.databricks_task import ENTRY_POINT, DistributorCall
+from crosstrain.databricks_task import LAUNCHER_NAME, DistributorCall
+from crosstrain.environments import Runtime, Runtimes
 from crosstrain.errors import Problem, SpecError, SubmitError
 from crosstrain.settings import TargetSettings, redact, setting, url_credentials
 from crosstrain.spec import PoolView, TrainingJob
@@ -107,6 +119,38 @@ IMPORT_LIMIT = uploads.SizeLimit.base64(
     "put the file on a volume and name it in `command` (python /Volumes/<catalog>/<schema>/<volume>/train.py), "
     "or make it smaller",
 )
+#: The fix for a code archive over the workspace import's limit: a volume takes up to 5 GiB in one PUT.
+VOLUME_FIX = (
+    "use a Unity Catalog volume: targets.databricks.volume: /Volumes/<catalog>/<schema>/<volume> (or leave "
+    "data and checkpoints out of the folder with .crosstrainignore)"
+)
+#: Without a volume, a code folder over this is refused before it is compressed (its archive, which must
+#: fit IMPORT_LIMIT, is checked exactly once made).
+WORKSPACE_CODE_LIMITS = packaging.Limits(
+    max_bytes=100 * 1024**2,
+    description="the Databricks workspace import takes at most 10 MB of base64 content, so crosstrain does not "
+    "compress more than 100 MiB for it",
+    fix=VOLUME_FIX,
+)
+#: The cluster runtime without `environment:` or `spark_version`: the newest LTS GPU ML runtime.
+DEFAULT_SPARK_VERSION = "17.3.x-gpu-ml-scala2.13"
+_NOTES = "https://docs.databricks.com/aws/en/release-notes/runtime"
+#: `environment: pytorch[:X.Y]` -> a Databricks Runtime ML (GPU; CPU flavour for completeness), newest first.
+#: The runtime names are in ../shared/reference/databricks.md §3.1 (GPU ML runtimes, verified against the
+#: docs). The torch version each one ships is from its "Python libraries on GPU clusters" table
+#: (the source URL); no copy of those tables was in reach when this was written, so every torch version
+#: below is UNVERIFIED: check the release note before relying on `pytorch:X.Y`.
+RUNTIMES = Runtimes(
+    "Databricks",
+    (
+        Runtime("2.7", "17.3.x-gpu-ml-scala2.13", "17.3.x-cpu-ml-scala2.13", f"{_NOTES}/17.3lts-ml"),  # unverified
+        Runtime("2.6", "16.4.x-gpu-ml-scala2.12", "16.4.x-cpu-ml-scala2.12", f"{_NOTES}/16.4lts-ml"),  # unverified
+        Runtime("2.3", "15.4.x-gpu-ml-scala2.12", "15.4.x-cpu-ml-scala2.12", f"{_NOTES}/15.4lts-ml"),  # unverified
+        Runtime("2.1", "14.3.x-gpu-ml-scala2.12", "14.3.x-cpu-ml-scala2.12", f"{_NOTES}/14.3lts-ml"),  # unverified
+    ),
+    "targets.databricks.spark_version",
+)
+_VOLUME = re.compile(r"/Volumes/[^/]+/[^/]+/[^/]+(/.*)?")
 
 
 class DatabricksSettings(TargetSettings):
@@ -124,20 +168,16 @@ class DatabricksSettings(TargetSettings):
         description="The workspace's cloud, which picks node types from the catalog; read from the host "
         "(*.cloud.databricks.com, *.azuredatabricks.net, *.gcp.databricks.com) when unset.",
     )
-    spark_version: str = setting(
-        "17.3.x-gpu-ml-scala2.13",
-        description="GPU ML runtime (17.3 LTS ML). With an image the standard runtime of the same version is "
-        "used, since Container Services does not run ML runtimes.",
+    spark_version: str | None = setting(
+        None,
+        description="The cluster's runtime, named directly (e.g. 16.4.x-gpu-ml-scala2.12). Default: the job's "
+        f"`environment` from crosstrain's table, else {DEFAULT_SPARK_VERSION} (17.3 LTS ML). With an image the "
+        "standard runtime of the same version is used, since Container Services does not run ML runtimes.",
     )
     driver_node_type_id: str | None = setting(
         None,
         description="Driver node type of multi-node clusters (it coordinates, it does not train; it must have "
         "a GPU). Default: a one-GPU machine of the job's GPU kind, else a small T4 (AWS, Azure) or L4 (GCP).",
-    )
-    crosstrain_library: str = setting(
-        f"crosstrain=={__version__}",
-        description="How crosstrain gets onto the cluster: a PyPI requirement (crosstrain==0.1.0), a wheel "
-        "path (/Volumes/..., /Workspace/..., dbfs:/..., s3://...), or 'image' when the image has it.",
     )
     libraries: list[str] = Field(
         default_factory=list,
@@ -145,9 +185,32 @@ class DatabricksSettings(TargetSettings):
     )
     workspace_dir: str = setting(
         "/Workspace/Shared/crosstrain",
-        description="Workspace folder that submit uploads a local training file to, under "
-        "<identity>/<sha of the file>/.",
+        description="Workspace folder that submit uploads to: the code archive and crosstrain's launcher under "
+        "code/<sha of the bundle>/, a lone local training file under <identity>/<sha of the file>/.",
     )
+    volume: str | None = setting(
+        None,
+        description="A Unity Catalog volume folder (/Volumes/<catalog>/<schema>/<volume>[/folder]) for the code "
+        "archive, under code/<sha of the bundle>/: for archives over the workspace import's 10 MB.",
+    )
+
+    @field_validator("volume")
+    @classmethod
+    def _volume(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        folder = value.rstrip("/")
+        if not _VOLUME.fullmatch(folder):
+            raise PydanticCustomError(
+                "crosstrain",
+                f"{value!r} is not a Unity Catalog volume folder",
+                {"fix": "use /Volumes/<catalog>/<schema>/<volume>, optionally with a folder under it"},
+            )
+        try:
+            return uploads.check_destination(folder, "volume", absolute=True)
+        except uploads.UploadRefused as refused:
+            problem = refused.problem
+            raise PydanticCustomError("crosstrain", problem.message.replace("{", "{{"), {"fix": problem.fix}) from None
 
     @field_validator("host")
     @classmethod
@@ -201,6 +264,17 @@ class _Plan:
         self.local_file: Path | None = None
         self.local_data = b""
         self.call: DistributorCall | None = None
+        self.bundle: packaging.Bundle | None = None
+        self.archive_size: int | None = None
+        self.libraries: list[dict[str, Any]] = []
+        self.spark_version = settings.spark_version or DEFAULT_SPARK_VERSION
+        self._code(job, settings)
+        if job.environment is not None and settings.spark_version is None:
+            picked = RUNTIMES.pick(job.environment, gpu=True)
+            if isinstance(picked, Problem):
+                self.problems.append(picked)
+            else:
+                self.spark_version = picked
         if self.cloud is None:
             self.problems.append(
                 Problem(
@@ -248,6 +322,43 @@ class _Plan:
         self.single_node = job.nodes == 1
         self._target(job)
 
+    def _code(self, job: TrainingJob, settings: DatabricksSettings) -> None:
+        """The bundle every run uploads (the job's folder and crosstrain's runtime, or the runtime alone), and
+        the job's requirements as cluster libraries."""
+        try:
+            if job.code is not None:
+                limits = packaging.Limits() if settings.volume else WORKSPACE_CODE_LIMITS
+                self.bundle = packaging.for_job(job, limits=limits)
+            else:
+                self.bundle = runtime_bundle()
+            requirements = packaging.requirements_of(job)
+        except uploads.UploadRefused as refused:
+            self.problems.append(refused.problem)
+            return
+        for line in requirements:
+            if line.startswith("-") or (os.sep in line and "://" not in line and "@" not in line):
+                self.problems.append(
+                    Problem(
+                        "requirements",
+                        f"{line!r} is not a package requirement; Databricks installs each one as a PyPI library",
+                        "list packages (torchmetrics==1.4.0); put a local package in the `code` folder",
+                    )
+                )
+            else:
+                self.libraries.append({"pypi": {"package": line}})
+        assert self.bundle is not None
+        if settings.volume is None:
+            self.archive_size = len(archive_of(self.bundle))
+            if self.archive_size > IMPORT_LIMIT.max_bytes:
+                self.problems.append(
+                    Problem(
+                        "code",
+                        f"the code archive of {self.bundle.folder} is {self.archive_size:,} bytes, over the "
+                        f"{IMPORT_LIMIT.max_bytes:,} that fit in {IMPORT_LIMIT.description}",
+                        VOLUME_FIX,
+                    )
+                )
+
     def _target(self, job: TrainingJob) -> None:
         command = [*(self.pool.command or []), *self.pool.args]
         fix = "write `command: python train.py` (a script) or `command: python -m package.train` (a module)"
@@ -281,7 +392,20 @@ class _Plan:
             return "/dbfs/" + target.removeprefix("dbfs:/").lstrip("/")
         if target.startswith(_CLUSTER_PATHS):
             return target
-        root = Path.cwd()  # the command's paths are resolved from here, as on every other target
+        if job.code is not None:  # the command runs in the shipped folder: the file must be in it
+            if self.bundle is not None and not os.path.isabs(target):
+                inside = f"{packaging.PACKAGE}/{packaging.SOURCE_DIR}/{os.path.normpath(target)}"
+                if not any(f.path == inside for f in self.bundle.user_files):
+                    self.problems.append(
+                        Problem(
+                            "command",
+                            f"{target} is not in the code folder {self.bundle.folder} (or its ignore file leaves "
+                            "it out); the command runs in that folder",
+                            "name the file by its path under the code folder",
+                        )
+                    )
+            return target
+        root = job.base_dir  # the job file's folder, wherever crosstrain runs from
         in_image = bool(job.image) and os.path.isabs(target)
         if os.path.lexists(root / target) and not (in_image and not _under(root, target)):
             try:  # a file (or a link) here: read only if it stays under the job's folder, and not too big
@@ -305,8 +429,8 @@ class _Plan:
             Problem(
                 "command",
                 f"{target} is neither a file here nor a path on the cluster",
-                "run from the folder that holds it (submit uploads it), or give a path under /Workspace/, "
-                "/Volumes/ or /dbfs/, or an absolute path inside the image",
+                f"put it under the job file's folder {root} (submit uploads it), ship its folder with `code:`, "
+                "or give a path under /Workspace/, /Volumes/ or /dbfs/, or an absolute path inside the image",
             )
         )
         return ""
@@ -326,6 +450,9 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         dedupes_create=True,
         launch_modes=frozenset({"auto", "per-process"}),
         secret_stores=frozenset({"databricks"}),  # `{{secrets/scope/key}}` in spark_env_vars
+        code=True,  # an archive on workspace files or a volume, unpacked on each node by the launcher
+        requirements=True,  # task libraries: {pypi: {package: ...}}
+        environments=True,  # a Databricks Runtime ML (RUNTIMES)
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
 
@@ -381,6 +508,11 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         calls: list[HttpCall] = []
         notes: list[str] = []
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        assert plan.bundle is not None
+        calls += self._bundle_calls(plan.bundle, plan.archive_size, settings)
+        code_dir = f"{settings.workspace_dir}/code/{plan.bundle.short}"
+        archive = f"{settings.volume or settings.workspace_dir}/code/{plan.bundle.short}/{packaging.ARCHIVE_NAME}"
+        call = dataclasses.replace(call, code=archive)
         if plan.local_file is not None:
             data = plan.local_data
             # Content-addressed: a re-submit under this identity with another file never overwrites the file
@@ -389,6 +521,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             remote = uploads.join_destination(folder, plan.local_file.name, "command")
             content = base64.b64encode(data).decode()
             calls += [
+                _check_call(host, remote, f"skip the two calls below when {remote} is there (the path names the file)"),
                 HttpCall(
                     "POST",
                     f"{host}/api/2.0/workspace/mkdirs",
@@ -404,21 +537,16 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                     purpose=f"upload {plan.local_file} as a workspace file, visible on every node",
                 ),
             ]
-            call = DistributorCall(call.num_processes, call.local_mode, call.use_gpu, "file", remote, call.args)
+            call = dataclasses.replace(call, kind="file", target=remote)
 
         task: dict[str, Any] = {
             "task_key": "train",
             "new_cluster": self._cluster(job, settings, plan, ids, notes),
-            "python_wheel_task": {
-                "package_name": "crosstrain",
-                "entry_point": ENTRY_POINT,
-                "parameters": call.parameters(),
-            },
+            "spark_python_task": {"python_file": f"{code_dir}/{LAUNCHER_NAME}", "parameters": call.parameters()},
         }
-        libraries = [] if settings.crosstrain_library == "image" else [settings.crosstrain_library]
-        libraries += settings.libraries
+        libraries = [*plan.libraries, *(_library(spec) for spec in settings.libraries)]
         if libraries:
-            task["libraries"] = [_library(spec) for spec in libraries]
+            task["libraries"] = libraries
         if job.scheduling.max_restarts is not None:
             task["max_retries"] = job.scheduling.max_restarts
         body: dict[str, Any] = {
@@ -444,7 +572,103 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             f"TorchDistributor(num_processes={call.num_processes}, local_mode={call.local_mode}, "
             f"use_gpu={call.use_gpu}).run({call.target!r}, *{list(call.args)!r})"
         )
-        return Request(self.name, identity, job.name, tuple(calls), settings.model_dump(mode="json"), tuple(notes))
+        if job.code is not None:
+            notes.append(f"ships {plan.bundle.describe()}")
+        return Request(
+            self.name,
+            identity,
+            job.name,
+            tuple(calls),
+            settings.model_dump(mode="json"),
+            tuple(notes),
+            code=plan.bundle.ref if job.code is not None else None,
+        )
+
+    @staticmethod
+    def _bundle_calls(bundle: packaging.Bundle, size: int | None, settings: DatabricksSettings) -> list[HttpCall]:
+        """The bundle's uploads, each after a check that skips it when its content-addressed path is there
+        already: the archive to the workspace or the volume, then crosstrain's launcher (this version's
+        `databricks_task.py`) in the workspace folder."""
+        host = settings.host
+        headers = {"Accept": "application/json"}
+        code_dir = f"{settings.workspace_dir}/code/{bundle.short}"
+        launcher = f"{code_dir}/{LAUNCHER_NAME}"
+        source = next(f for f in bundle.files if f.path == f"{packaging.PACKAGE}/crosstrain/databricks_task.py")
+        described: dict[str, Any] = {
+            "archive": packaging.ARCHIVE_NAME,
+            "sha256 of the bundle": bundle.digest,
+            "user files": len(bundle.user_files),
+            "user bytes": bundle.size,
+        }
+        if size is not None:
+            described["bytes"] = size
+        mkdirs = HttpCall(
+            "POST",
+            f"{host}/api/2.0/workspace/mkdirs",
+            {"path": code_dir},
+            {**headers, "Content-Type": "application/json"},
+            purpose="create the bundle's workspace folder",
+        )
+        calls: list[HttpCall] = []
+        if settings.volume:
+            volume_dir = f"{settings.volume}/code/{bundle.short}"
+            archive = f"{volume_dir}/{packaging.ARCHIVE_NAME}"
+            calls += [
+                HttpCall(
+                    "HEAD",
+                    f"{host}/api/2.0/fs/files{quote(archive)}",
+                    None,
+                    headers,
+                    purpose="skip the two calls below when the archive is there (its path names its content)",
+                ),
+                HttpCall(
+                    "PUT",
+                    f"{host}/api/2.0/fs/directories{quote(volume_dir)}",
+                    None,
+                    headers,
+                    purpose="create the bundle's volume folder (Files API)",
+                ),
+                HttpCall(
+                    "PUT",
+                    f"{host}/api/2.0/fs/files{quote(archive)}?overwrite=true",
+                    {"path": archive, "content": described},
+                    {**headers, "Content-Type": "application/octet-stream"},
+                    purpose="upload the code archive to the volume (Files API; the body is the archive's bytes)",
+                ),
+                _check_call(host, launcher, "skip the two calls below when the launcher is there"),
+                mkdirs,
+            ]
+        else:
+            archive = f"{code_dir}/{packaging.ARCHIVE_NAME}"
+            calls += [
+                _check_call(
+                    host, archive, "skip the two calls below when the archive is there (its path names its content)"
+                ),
+                mkdirs,
+                HttpCall(
+                    "POST",
+                    f"{host}/api/2.0/workspace/import",
+                    {"path": archive, "format": "AUTO", "overwrite": True, "content": described},
+                    {**headers, "Content-Type": "multipart/form-data"},
+                    purpose="upload the code archive as a workspace file (multipart; the content is its bytes)",
+                ),
+                _check_call(host, launcher, "skip the call below when the launcher is there"),
+            ]
+        calls.append(
+            HttpCall(
+                "POST",
+                f"{host}/api/2.0/workspace/import",
+                {
+                    "path": launcher,
+                    "format": "AUTO",
+                    "overwrite": True,
+                    "content": {"bundle file": source.path, "sha256": source.sha256, "bytes": source.size},
+                },
+                {**headers, "Content-Type": "multipart/form-data"},
+                purpose="upload crosstrain's launcher, the run's python_file: it unpacks the archive on each node",
+            )
+        )
+        return calls
 
     def _cluster(
         self, job: TrainingJob, settings: DatabricksSettings, plan: _Plan, ids: Ids, notes: list[str]
@@ -461,7 +685,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         env.update({name: secrets.databricks_placeholder(ref) for name, (ref, _) in sorted(pool.secrets.items())})
         tags = {**job.labels, "crosstrain_job": ids.identity, FINGERPRINT_TAG: ids.fingerprint}
         cluster: dict[str, Any] = {
-            "spark_version": settings.spark_version,
+            "spark_version": plan.spark_version,
             "node_type_id": node_type,
             "data_security_mode": "SINGLE_USER",  # standard (shared) access mode has no GPUs or containers
         }
@@ -483,7 +707,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         cluster["custom_tags"] = tags
         if pool.image:
             cluster["docker_image"] = {"url": pool.image}
-            cluster["spark_version"] = re.sub(r"-(gpu|cpu)-ml", "", settings.spark_version)
+            cluster["spark_version"] = re.sub(r"-(gpu|cpu)-ml", "", plan.spark_version)
             notes.append(
                 f"Container Services does not run ML runtimes, so the cluster runs {cluster['spark_version']}: "
                 f"{pool.image} must carry torch, CUDA, NCCL and crosstrain's dependencies"
@@ -511,17 +735,20 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         return driver
 
     def fingerprint_view(self, request: Request) -> Any:
-        """Every call as sent, less the cluster library that installs crosstrain itself (`crosstrain_library`,
-        by default `crosstrain==<this version>`): how crosstrain gets onto the cluster says nothing about the
-        job, so upgrading crosstrain does not start a new run of the same job."""
+        """Every call as sent, with crosstrain's runtime bundle (the archive of a job without `code:`, and the
+        launcher) named by a placeholder instead of its digest: which crosstrain version carries the job to
+        the cluster says nothing about the job, so upgrading crosstrain does not start a new run of it. (A job
+        with `code:` ships its folder and the runtime in one bundle, whose digest names both.)"""
+        runtime = runtime_bundle()
         view = super().fingerprint_view(request)
-        launcher = _library(self.request_settings(request).crosstrain_library)
         for call in view:
-            for task in (call.get("body") or {}).get("tasks", ()) if call["url"].endswith("/runs/submit") else ():
-                libraries = task.get("libraries", [])
-                if launcher in libraries:
-                    libraries.remove(launcher)
-        return view
+            content = (call.get("body") or {}).get("content")
+            if isinstance(content, dict) and "bundle file" in content:
+                call["body"]["content"] = {"bundle file": content["bundle file"]}
+            if isinstance(content, dict) and content.get("sha256 of the bundle") == runtime.digest:
+                call["body"]["content"] = {"archive": content.get("archive"), "crosstrain runtime": True}
+        text = json.dumps(view, sort_keys=True).replace(runtime.short, "<crosstrain runtime>")
+        return json.loads(text)
 
     # -- submit, status, cancel, logs (through databricks-sdk) ---------------------------------------------
     def _client(self, host: str, profile: str | None) -> WorkspaceClient:
@@ -656,6 +883,17 @@ class DatabricksBackend(Backend[DatabricksSettings]):
 
         return self.retry.poll(lambda: adaptor.call(fn, what))
 
+    def _sent_bundle(self, request: Request) -> packaging.Bundle:
+        """The bundle the request uploads, made again: the job's folder (refused if it changed since render), or
+        crosstrain's runtime alone."""
+        try:
+            if request.code is not None:
+                limits = packaging.Limits() if request.settings.get("volume") else WORKSPACE_CODE_LIMITS
+                return packaging.check_unchanged(request.code, limits)
+            return runtime_bundle()
+        except uploads.UploadRefused as refused:
+            raise SpecError([refused.problem]) from None
+
     def _read_run(self, w: WorkspaceClient, run_id: int) -> Run:
         return self._safe_call(partial(w.jobs.get_run, run_id), f"runs/get {run_id}")
 
@@ -667,16 +905,38 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         settings = self.request_settings(request)
         profile = settings.profile if trusted else self._profile_for(settings.profile)
         w = self._client(settings.host, profile)
-        jobs, workspace = adaptor.jobs(), adaptor.workspace()
-        # The uploads are safe to repeat: mkdirs of a folder that exists succeeds, and the import path names
-        # the content (identity + sha), so an overwrite writes the same bytes.
-        for i, call in enumerate(request.calls[:-1]):  # every path checked before anything is sent
-            _check_upload_path(call.body["path"], settings.workspace_dir, f"calls[{i}].body.path")
-        for call in request.calls[:-1]:
-            body = call.body
-            if call.url.endswith("/workspace/mkdirs"):
+        jobs = adaptor.jobs()
+        uploads_ = request.calls[:-1]
+        for i, call in enumerate(uploads_):  # every path checked before anything is sent
+            _check_upload_call(call, settings, f"calls[{i}]")
+        bundle = self._sent_bundle(request)
+        skip = False
+        for call in uploads_:
+            body, url = call.body, call.url
+            if call.method == "GET":  # get-status: the content address is there -> skip its uploads
+                path = _query_path(url)
+                found = partial(adaptor.exists, partial(w.workspace.get_status, path))
+                skip = self._safe_call(found, f"workspace/get-status {path}")
+            elif call.method == "HEAD":  # the same on a volume (Files API)
+                path = _files_path(url, "/api/2.0/fs/files")
+                found = partial(adaptor.exists, partial(w.files.get_metadata, path))
+                skip = self._safe_call(found, f"fs/files HEAD {path}")
+            elif skip:
+                continue
+            elif url.endswith("/workspace/mkdirs"):
                 self._safe_call(partial(w.workspace.mkdirs, body["path"]), "workspace/mkdirs")
-            else:
+            elif "/fs/directories/" in url:
+                folder = _files_path(url, "/api/2.0/fs/directories")
+                self._safe_call(partial(w.files.create_directory, folder), "fs/directories")
+            elif "/fs/files/" in url:
+                data, path = _content(body["content"], bundle), body["path"]
+
+                def put_file(data: bytes = data, path: str = path) -> None:
+                    w.files.upload(path, io.BytesIO(data), overwrite=True, use_parallel=False)
+
+                self._safe_call(put_file, "fs/files")
+            elif isinstance(body["content"], str):  # a lone training file, inline
+                workspace = adaptor.workspace()
                 upload = partial(
                     w.workspace.import_,
                     body["path"],
@@ -685,6 +945,19 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                     overwrite=body["overwrite"],
                 )
                 self._safe_call(upload, "workspace/import")
+            else:
+                workspace = adaptor.workspace()
+                data, path, fmt = (
+                    _content(body["content"], bundle),
+                    body["path"],
+                    workspace.ImportFormat(body["format"]),
+                )
+
+                def import_file(data: bytes = data, path: str = path, fmt: Any = fmt) -> None:
+                    # A fresh stream per attempt: a retry re-reads the bytes from the start.
+                    w.workspace.upload(path, io.BytesIO(data), format=fmt, overwrite=True)
+
+                self._safe_call(import_file, "workspace/import")
         body = request.create.body
         convert: dict[str, Callable[[Any], Any]] = {
             "tasks": lambda tasks: [jobs.SubmitTask.from_dict(t) for t in tasks],
@@ -760,15 +1033,90 @@ def _under(root: Path, target: str) -> bool:
     return Path(os.path.normpath(root / target)).is_relative_to(root)
 
 
-def _check_upload_path(path: str, workspace_dir: str, field: str) -> None:
-    """A (possibly edited) request writes only under its settings' workspace folder, by a path without traversal."""
+def runtime_bundle() -> packaging.Bundle:
+    """The bundle of crosstrain's runtime alone, for a job without `code:` (its training file is uploaded on
+    its own, or is on the cluster): the same archive for every such job of this crosstrain version."""
+    return packaging.bundle(None)
+
+
+_ARCHIVES: dict[str, bytes] = {}
+
+
+def archive_of(bundle: packaging.Bundle) -> bytes:
+    """The bundle's archive, made once per digest (render measures it, send uploads it)."""
+    if bundle.digest not in _ARCHIVES:
+        if len(_ARCHIVES) > 4:
+            _ARCHIVES.clear()
+        _ARCHIVES[bundle.digest] = bundle.archive()
+    return _ARCHIVES[bundle.digest]
+
+
+def _check_call(host: str, path: str, purpose: str) -> HttpCall:
+    return HttpCall(
+        "GET",
+        f"{host}/api/2.0/workspace/get-status?path={quote(path)}",
+        None,
+        {"Accept": "application/json"},
+        purpose=purpose,
+    )
+
+
+def _query_path(url: str) -> str:
+    return parse_qs(urlparse(url).query).get("path", [""])[0]
+
+
+def _files_path(url: str, prefix: str) -> str:
+    return unquote(urlparse(url).path.removeprefix(prefix))
+
+
+def _content(content: Any, bundle: packaging.Bundle) -> bytes:
+    """The bytes a rendered upload describes: the bundle's archive, or one of its files, checked against the
+    digest the request names (a request edited to name other content is refused)."""
+    if isinstance(content, dict) and content.get("archive") == packaging.ARCHIVE_NAME:
+        if content.get("sha256 of the bundle") == bundle.digest:
+            return archive_of(bundle)
+    elif isinstance(content, dict) and "bundle file" in content:
+        for file in bundle.files:
+            if file.path == content["bundle file"] and file.sha256 == content.get("sha256"):
+                return file.read()
+    raise SpecError(
+        [
+            Problem(
+                "calls.body.content",
+                f"{shown(content)} is not this request's code bundle (sha256 {bundle.short})",
+                "render the request again instead of editing what it uploads",
+            )
+        ]
+    )
+
+
+def _check_upload_call(call: HttpCall, settings: DatabricksSettings, field: str) -> None:
+    """A (possibly edited) request writes only under its settings' workspace folder or volume, by a path
+    without traversal."""
+    if call.method == "GET":
+        _check_upload_path(_query_path(call.url), (settings.workspace_dir,), f"{field}.url")
+    elif call.method == "HEAD":
+        _check_upload_path(_files_path(call.url, "/api/2.0/fs/files"), (settings.volume,), f"{field}.url")
+    elif "/fs/directories/" in call.url:
+        _check_upload_path(_files_path(call.url, "/api/2.0/fs/directories"), (settings.volume,), f"{field}.url")
+    elif "/fs/files/" in call.url:
+        path = call.body["path"]
+        if _files_path(call.url, "/api/2.0/fs/files") != path:
+            raise SpecError([Problem(f"{field}.url", "the URL and the body name other files", "render again")])
+        _check_upload_path(path, (settings.volume,), f"{field}.body.path")
+    else:
+        _check_upload_path(call.body["path"], (settings.workspace_dir,), f"{field}.body.path")
+
+
+def _check_upload_path(path: str, folders: tuple[str | None, ...], field: str) -> None:
+    """`path` is under one of `folders`, without traversal."""
     uploads.check_destination(path, field, absolute=True)
-    if not path.startswith(f"{workspace_dir}/"):
+    if not any(folder and path.startswith(f"{folder}/") for folder in folders):
         raise SpecError(
             [
                 Problem(
                     field,
-                    f"{path!r} is outside the workspace folder {workspace_dir}",
+                    f"{path!r} is outside {' and '.join(f for f in folders if f) or 'the upload folders'}",
                     "render the request again instead of editing where it uploads",
                 )
             ]

@@ -50,7 +50,7 @@ from crosstrain.errors import MissingDependency, Problem, SpecError, Unsupported
 from crosstrain.packaging import ARCHIVE_NAME, PACKAGE, VERSION, CodeRef
 from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings
-from crosstrain.spec import Machine, SecretRef, TrainingJob
+from crosstrain.spec import Launch, Machine, SecretRef, TrainingJob
 
 Emulation = Literal["torchrun", "vertex", "aiplatform", "azureml", "azureml-mpi", "databricks"]
 EMULATIONS: tuple[str, ...] = Emulation.__args__  # type: ignore[attr-defined]
@@ -242,7 +242,7 @@ class LocalBackend(Backend[LocalSettings]):
             # The emulated job is named by this run's id, so the probe render's placeholder reaches it too.
             run_id = ids.identity.rsplit("-", 1)[-1]
             emulated, rendered_job = self._render_emulated(
-                shaped.model_copy(update={"run_id": run_id}), settings.emulate, workdir
+                shaped.model_copy(update={"run_id": run_id}), settings.emulate, job.launch
             )
             notes += [f"{emulated.target}: {note}" for note in emulated.notes]
             if emulated.code is not None:  # exactly what the target uploads (its ignore files: .amlignore...)
@@ -312,28 +312,35 @@ class LocalBackend(Backend[LocalSettings]):
             code=bundle.ref if bundle else None,
         )
 
-    def _render_emulated(self, job: TrainingJob, emulate: str, workdir: Path) -> tuple[Request, TrainingJob]:
-        """The emulated target's own request for `job`, and the job exactly as that target rendered it."""
-        from crosstrain.backends import create_backend
-
+    def _render_emulated(self, job: TrainingJob, emulate: str, launch: Launch) -> tuple[Request, TrainingJob]:
+        """The emulated target's own request for `job`, and the job exactly as that target rendered it. The job's
+        own `launch` (before this machine's processes per node) is what the platform's refusals judge."""
         target = "azureml" if emulate == "azureml-mpi" else emulate
-        if emulate == "azureml-mpi":
-            job = job.model_copy(update={"launch": job.launch.model_copy(update={"framework": "mpi"})})
-        if emulate == "databricks":
-            job = _with_script_path(job, workdir)
-        else:  # machines are not emulated: the processes per node (set on the job) say what the platform starts
+        mpi = {"framework": "mpi"} if emulate == "azureml-mpi" else {}
+        if mpi:
+            job = job.model_copy(update={"launch": job.launch.model_copy(update=mpi)})
+        # No image is pulled here, but the platform wants one named (unless the job asks for its runtime).
+        if not job.image and not job.primary.image and job.environment is None:
+            job = job.model_copy(update={"image": PLACEHOLDER_IMAGE})
+        section = {**_PLACEHOLDER_ACCOUNTS[target], **job.targets.get(target, {})}
+        job = job.model_copy(update={"targets": {**job.targets, target: section}})
+        if emulate != "databricks":
+            # The platform refuses what it would refuse, machines and its catalog included; then the machines
+            # are not emulated: the processes per node (set on the job) say what the platform starts.
+            self._emulated_render(target, job.model_copy(update={"launch": launch.model_copy(update=mpi)}))
             machine = Machine(type=_CPU_MACHINES[target]) if target in _CPU_MACHINES else None
             job = job.model_copy(
                 update={
                     pool: getattr(job, pool).model_copy(update={"machine": machine}) for pool in ("primary", "workers")
                 }
             )
-        if not job.image and not job.primary.image and not job.environment:  # none is pulled, but one is named
-            job = job.model_copy(update={"image": PLACEHOLDER_IMAGE})
-        section = {**_PLACEHOLDER_ACCOUNTS[target], **job.targets.get(target, {})}
-        job = job.model_copy(update={"targets": {**job.targets, target: section}})
+        return self._emulated_render(target, job), job
+
+    def _emulated_render(self, target: str, job: TrainingJob) -> Request:
+        from crosstrain.backends import create_backend
+
         try:
-            return create_backend(target, environ=self.environ).render(job), job
+            return create_backend(target, environ=self.environ).render(job)
         except Unsupported as exc:
             raise Unsupported(
                 self.name,
@@ -452,19 +459,6 @@ def _without_secrets(job: TrainingJob) -> TrainingJob:
         if pool is not None:
             update[role] = pool.model_copy(update={"env": plain(pool.env)})
     return job.model_copy(update=update)
-
-
-def _with_script_path(job: TrainingJob, workdir: Path) -> TrainingJob:
-    """A relative `python x.py` resolved against the workdir: the Databricks render looks for the file it uploads."""
-    pool = job.primary if job.primary.command is not None else job
-    command = list(pool.command or [])
-    for i, token in enumerate(command):
-        if token.endswith(".py") and not Path(token).is_absolute() and (workdir / token).is_file():
-            command[i] = str(workdir / token)
-            if pool is job:
-                return job.model_copy(update={"command": command})
-            return job.model_copy(update={"primary": job.primary.model_copy(update={"command": command})})
-    return job
 
 
 def _command(job: TrainingJob, role_index: int) -> list[str]:
@@ -636,16 +630,23 @@ def _azureml_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node
 
 
 def _databricks_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
+    """The driver of the rendered run: with `code:`, the uploaded launcher (the staged bundle's
+    `databricks_task.py`, the same bytes) started from the stage with `--code` naming the staged archive, as
+    the cluster starts it; its Spark workers run `python` (the local target's), with no crosstrain installed
+    unless that Python has it. Without `code:`, `python -m crosstrain.databricks_task` on the local file."""
     from crosstrain.databricks_task import DistributorCall
 
     task = request.create.body["tasks"][0]
-    call = DistributorCall.parse(task["python_wheel_task"]["parameters"])
+    call = DistributorCall.parse(task["spark_python_task"]["parameters"])
     target = call.target
-    if any(c.url.endswith("/workspace/import") for c in request.calls):  # uploaded there: run it from here
-        target = next(t for t in job.pools()[0].command or [] if t.endswith(".py"))
+    if request.code is None and any(
+        c.url.endswith("/workspace/import") and isinstance(c.body["content"], str) for c in request.calls
+    ):  # a lone file it uploaded: run it from here
+        token = next(t for t in job.pools()[0].command or [] if t.endswith(".py"))
+        target = str(job.base_dir / token)
     processes = nproc if call.local_mode else job.nodes * nproc
     # No GPUs in a local SparkSession: TorchDistributor runs the ranks on the CPU (gloo).
-    call = dataclasses.replace(call, num_processes=processes, use_gpu=False, target=target)
+    call = dataclasses.replace(call, num_processes=processes, use_gpu=False, target=target, code="")
     env = {
         k: v
         for k, v in (task["new_cluster"].get("spark_env_vars") or {}).items()
@@ -655,8 +656,13 @@ def _databricks_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_N
     spark_conf = "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false"
     env["PYSPARK_SUBMIT_ARGS"] = f"--master local[{slots}] {spark_conf} pyspark-shell"
     env["SPARK_LOCAL_IP"] = LOOPBACK
-    env["PYSPARK_PYTHON"] = sys.executable
-    argv = ["python", "-m", "crosstrain.databricks_task", *call.parameters()]
+    env["PYSPARK_PYTHON"] = "python"  # the local target's `python`: first on PATH (_add_local_variables)
+    if request.code is not None:  # the working folder is the unpacked sdist; the archive lies beside it
+        env["CROSSTRAIN_UNPACK_DIR"] = f"{RUN_DIR}/unpacked"
+        code = dataclasses.replace(call, code=f"../{ARCHIVE_NAME}")
+        argv = ["python", f"{PACKAGE}/crosstrain/databricks_task.py", *code.parameters()]
+    else:
+        argv = ["python", "-m", "crosstrain.databricks_task", *call.parameters()]
     return [_Node("driver", 0, list(range(processes)), argv, env)]
 
 

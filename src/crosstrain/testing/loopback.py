@@ -46,6 +46,7 @@ class Call:
     query: Mapping[str, str] = field(default_factory=dict)
     body: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    raw: bytes = b""  # the body's bytes as received (for uploads: `body` is JSON, or text decoded lossily)
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode(errors="replace")
-        call = Call(self.command, url.path, dict(parse_qsl(url.query)), body, dict(self.headers.items()))
+        call = Call(self.command, url.path, dict(parse_qsl(url.query)), body, dict(self.headers.items()), raw)
         try:
             reply = self.server.service.dispatch(call)
         except Dropped:
@@ -164,7 +165,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # after "slow" the client may have given up, as intended
             self.close_connection = True
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
 
 
 class _Server(ThreadingHTTPServer):

@@ -1,0 +1,1 @@
+"""The example's training package: data and model, imported by train.py from the shipped folder."""
