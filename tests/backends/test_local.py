@@ -173,7 +173,7 @@ def cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=timeout,
         cwd=ROOT,
-        env=inherited_environment(os.environ),
+        env={k: v for k, v in inherited_environment(os.environ).items() if k != "PYTHONPATH"},
     )
 
 
@@ -183,9 +183,13 @@ def _needs_java(emulate: str) -> None:
 
 
 @pytest.mark.parametrize("emulate", EMULATIONS)
-def test_the_example_trains_under_every_emulation(emulate: str) -> None:
+def test_the_example_trains_under_every_emulation_where_crosstrain_is_not_installed(
+    emulate: str, stock_python: Path
+) -> None:
+    """The quickstart ships its folder: every node runs the command the target renders with a Python that has
+    torch and no crosstrain (a stock image), which imports crosstrain's runtime from the shipped bundle."""
     _needs_java(emulate)
-    done = cli("run", str(EXAMPLE), "--local", "--emulate", emulate)
+    done = cli("run", str(EXAMPLE), "--local", "--emulate", emulate, "--set", f"python={stock_python}")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     finals = dict(re.findall(r"rank (\d)/4 done in [\d.]+s: params (\w+)", done.stderr))
     assert sorted(finals) == ["0", "1", "2", "3"], done.stderr[-3000:]
