@@ -11,7 +11,6 @@ import argparse
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler
-
 from trainer.data import line_dataset
 from trainer.model import device, make_model
 
