@@ -578,3 +578,8 @@ def test_a_missing_google_auth_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "google.auth", None)
     with pytest.raises(MissingDependency, match=r"pip install 'crosstrain\[aiplatform\]'"):
         authorized_session()
+
+
+def test_list_is_refused_with_the_shutdown(platform: AIPlatformPlatform) -> None:
+    with pytest.raises(Unsupported, match="shut down"):
+        list(platform.backend().list_jobs())

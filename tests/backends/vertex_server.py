@@ -10,6 +10,15 @@ identity is well defined even for concurrent creates. A job moves one step along
 test pinned its state; cancel moves a live job to CANCELLING (CANCELLED at the next get) and is refused with
 FAILED_PRECONDITION for a job that has ended.
 
+It also speaks Cloud Logging's `entries:list` (`POST /v2/entries:list`, the call google-cloud-logging's REST
+client makes; operation "entries"), with the filter clauses crosstrain sends (`resource.type`,
+`resource.labels.job_id`, `resource.labels.task_name` equal to a value, `timestamp>=` a time), `orderBy` by
+timestamp either way, and pages. A job's log entries appear over time: each get that moves a running job on
+releases the next batch of `log_plan` (every entry of a batch has the same timestamp, so a cursor must tell
+entries apart by insertId), and the job's end releases the rest. A `LogLine` marked `late` is stamped with the
+previous batch's time, as Cloud Logging ingests an entry after later ones. A job that ends FAILED carries
+`failure` as its `error.message`.
+
 `VertexPlatform` is the service served on a free port plus backends wired to it: the send-side conformance suite
 drives it, and so can a benchmark (`with VertexPlatform() as platform: ...`, no pytest needed).
 """
@@ -21,6 +30,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -38,7 +48,29 @@ if TYPE_CHECKING:
 
 _COLLECTION = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+)/customJobs$")
 _JOB = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+/customJobs/\d+)(:cancel)?$")
-_FILTER = re.compile(r'^labels\.([a-z0-9_-]+)="([^"]*)"$')
+_FILTER = re.compile(r'^labels\.([a-z0-9_-]+)(?:="([^"]*)"|(:\*))$')
+_ENTRIES = "/v2/entries:list"
+_CLAUSE = re.compile(r'^(?:(resource\.type|resource\.labels\.(?:job_id|task_name))=|(timestamp)>=)"([^"]*)"$')
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One log entry a replica (`task`, e.g. workerpool0-0, or "service") writes; `late`: stamped with the
+    previous batch's time."""
+
+    task: str
+    text: str
+    late: bool = False
+
+
+def _stamp(us: int) -> str:
+    moment = datetime.fromtimestamp(us // 1_000_000, timezone.utc).replace(microsecond=us % 1_000_000)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
 
 #: States after which a job changes no more.
 ENDED = frozenset(
@@ -70,10 +102,18 @@ class VertexJobService(LoopbackService):
         page_size: int = 50,
         slow_seconds: float = 1.0,
         late_seconds: float = 0.2,
+        log_plan: Sequence[Sequence[LogLine]] = (),
+        failure: str = "",
     ) -> None:
         super().__init__(slow_seconds=slow_seconds, late_seconds=late_seconds)
         self.plan = list(plan)
         self.page_size = page_size
+        self.log_plan = [list(batch) for batch in log_plan]
+        self.failure = failure
+        self.entries: list[dict[str, Any]] = []
+        self.released: dict[str, int] = {}  # batches of log_plan released, by job
+        self._last_entry_us = 0
+        self._insert_ids = itertools.count(1)
         self.jobs: dict[str, dict[str, Any]] = {}
         self.polls: dict[str, int] = {}
         self.pinned: set[str] = set()
@@ -82,6 +122,8 @@ class VertexJobService(LoopbackService):
 
     # -- LoopbackService -----------------------------------------------------------------------------------
     def operation(self, call: Call) -> str:
+        if call.path == _ENTRIES:
+            return "entries"
         if _COLLECTION.match(call.path):
             return "create" if call.method == "POST" else "find"
         match = _JOB.match(call.path)
@@ -92,6 +134,9 @@ class VertexJobService(LoopbackService):
     def answer(self, call: Call) -> Reply:
         operation = self.operation(call)
         collection, job = _COLLECTION.match(call.path), _JOB.match(call.path)
+        if operation == "entries" and call.method == "POST":
+            page = self.list_entries(call.body or {})
+            return Reply(200, page) if page is not None else self.error(400, f"unsupported filter {call.body}")
         if operation == "create" and collection:
             return Reply(200, self.create(collection.group(1), call.body))
         if operation == "find" and collection:
@@ -123,11 +168,14 @@ class VertexJobService(LoopbackService):
         wanted = _FILTER.match(query.get("filter", ""))
         if query.get("filter") and wanted is None:
             return None
+
+        def matches(labels: Mapping[str, str]) -> bool:
+            if wanted is None:
+                return True
+            return wanted.group(1) in labels if wanted.group(3) else labels.get(wanted.group(1)) == wanted.group(2)
+
         jobs = [
-            job
-            for name, job in self.jobs.items()
-            if name.startswith(parent + "/")
-            and (wanted is None or job.get("labels", {}).get(wanted.group(1)) == wanted.group(2))
+            job for name, job in self.jobs.items() if name.startswith(parent + "/") and matches(job.get("labels", {}))
         ]
         start = int(query.get("pageToken") or 0)
         size = min(int(query.get("pageSize") or self.page_size), self.page_size)
@@ -143,7 +191,74 @@ class VertexJobService(LoopbackService):
         elif job["state"] not in ENDED and name not in self.pinned:
             self.polls[name] += 1
             job["state"] = self.plan[min(self.polls[name], len(self.plan) - 1)]
+            if job["state"] == "JOB_STATE_RUNNING":
+                self.release(name, 1)
+            elif job["state"] in ENDED:
+                self.release(name, len(self.log_plan))
+                if job["state"] == "JOB_STATE_FAILED" and self.failure:
+                    job["error"] = {"code": 3, "message": self.failure}
         return job
+
+    # -- Cloud Logging -------------------------------------------------------------------------------------
+    def release(self, name: str, batches: int) -> None:
+        """Write the job's next `batches` batches of `log_plan` to the log, one timestamp per batch."""
+        project, job_id = name.split("/")[1], name.rsplit("/", 1)[1]
+        start = self.released.get(name, 0)
+        for batch in self.log_plan[start : start + batches]:
+            previous = self._last_entry_us
+            self._last_entry_us = max(time.time_ns() // 1000, previous + 1)
+            for line in batch:
+                us = previous if line.late and previous else self._last_entry_us
+                self.entries.append(
+                    {
+                        "logName": f"projects/{project}/logs/{line.task}",
+                        "resource": {
+                            "type": "ml_job",
+                            "labels": {"job_id": job_id, "project_id": project, "task_name": line.task},
+                        },
+                        "textPayload": line.text,
+                        "timestamp": _stamp(us),
+                        "insertId": f"{next(self._insert_ids):08d}",
+                        "severity": "ERROR" if "Error" in line.text else "INFO",
+                    }
+                )
+        self.released[name] = min(start + batches, len(self.log_plan))
+
+    def list_entries(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A page of `entries:list`; None for a filter the fake cannot read."""
+        wanted: list[tuple[str, str]] = []
+        for clause in str(body.get("filter") or "").split(" AND "):
+            match = _CLAUSE.match(clause.strip())
+            if match is None:
+                return None
+            wanted.append((match[1] or match[2], match[3]))
+        projects = {name.removeprefix("projects/") for name in body.get("resourceNames", [])}
+
+        def keep(entry: dict[str, Any]) -> bool:
+            if entry["resource"]["labels"]["project_id"] not in projects:
+                return False
+            for key, value in wanted:
+                if key == "timestamp":
+                    if _parse_time(entry["timestamp"]) < _parse_time(value):
+                        return False
+                elif key == "resource.type":
+                    if entry["resource"]["type"] != value:
+                        return False
+                elif entry["resource"]["labels"].get(key.rsplit(".", 1)[1]) != value:
+                    return False
+            return True
+
+        found = sorted(
+            (entry for entry in self.entries if keep(entry)),
+            key=lambda entry: (_parse_time(entry["timestamp"]), entry["insertId"]),
+            reverse=str(body.get("orderBy", "")).endswith("desc"),
+        )
+        start = int(body.get("pageToken") or 0)
+        size = min(int(body.get("pageSize") or self.page_size), self.page_size)
+        page: dict[str, Any] = {"entries": found[start : start + size]} if found[start : start + size] else {}
+        if start + size < len(found):
+            page["nextPageToken"] = str(start + size)
+        return page
 
     def cancel(self, name: str) -> Reply:
         job = self.jobs[name]
@@ -193,9 +308,19 @@ class VertexPlatform(LoopbackPlatform):
         settle: float = 0.6,
         look_interval: float = 0.05,
         max_sleep: float = 0.05,
+        log_plan: Sequence[Sequence[LogLine]] = (),
+        failure: str = "",
+        page_size: int = 50,
     ) -> None:
         self.native_states = native_states()
-        self.service = VertexJobService(plan=plan, slow_seconds=slow_seconds, late_seconds=late_seconds)
+        self.service = VertexJobService(
+            plan=plan,
+            slow_seconds=slow_seconds,
+            late_seconds=late_seconds,
+            log_plan=log_plan,
+            failure=failure,
+            page_size=page_size,
+        )
         self.call_timeout, self.settle_seconds, self.look_interval = call_timeout, settle, look_interval
         self.max_sleep = max_sleep
         self.sleeps: list[float] = []
@@ -228,8 +353,21 @@ class VertexPlatform(LoopbackPlatform):
         assert self.url, "enter the platform (`with VertexPlatform() as platform:`) before using it"
         return loopback_client(self.url)
 
+    def logging_client(self, project: str) -> Any:
+        """google-cloud-logging's REST client on the loopback service."""
+        assert self.url, "enter the platform (`with VertexPlatform() as platform:`) before using it"
+        return gapic.logging_client(project, endpoint=self.url, credentials=gapic.anonymous_credentials())
+
     def backend(self, retry: RetryPolicy | None = None) -> VertexBackend:
-        return VertexBackend(client_factory=self.client, retry=retry or self.retry_policy(), environ={})
+        return VertexBackend(
+            client_factory=self.client,
+            retry=retry or self.retry_policy(),
+            environ={},
+            logging_client=self.logging_client,
+            log_interval=0.01,
+            log_lookback=5.0,
+            log_grace=0.0,
+        )
 
     # -- LoopbackPlatform ----------------------------------------------------------------------------------
     def inject(self, operation: str, fault: str) -> None:

@@ -53,6 +53,30 @@ def job_service_client(endpoint: str, *, credentials: Credentials | None = None)
     return client
 
 
+#: Cloud Logging's API host (google-cloud-logging's default; a URL points its client at a loopback service).
+LOGGING_ENDPOINT = "https://logging.googleapis.com"
+
+
+def logging_client(project: str, *, endpoint: str | None = None, credentials: Credentials | None = None) -> Any:
+    """google-cloud-logging's client for `project` on its JSON REST transport (`entries:list`), Application
+    Default Credentials unless `credentials` are given; `endpoint` (a URL) for a loopback service.
+
+    The client only reads. Reading an entry makes a `Logger` for its log, and a `Logger` made without a
+    monitored resource asks the GCE metadata server which resource this machine is (two requests with a 5 s
+    timeout each, for every new log name of every read): this client gives its loggers the `global` resource,
+    so a read sends nothing but `entries:list`."""
+    logging = require("google.cloud.logging", EXTRA)
+    base: Any = logging.Client
+
+    class ReadingClient(base):  # type: ignore[misc]
+        def logger(self, name: str, *, labels: Any = None, resource: Any = None) -> Any:
+            return super().logger(name, labels=labels, resource=resource or logging.Resource("global", {}))
+
+    options = {"api_endpoint": endpoint} if endpoint else None
+    with calling("connect to Cloud Logging"):
+        return ReadingClient(project=project, credentials=credentials, _use_grpc=False, client_options=options)
+
+
 def anonymous_credentials() -> Credentials:
     """Credentials that sign nothing, for a client of a loopback service."""
     credentials: Credentials = require("google.auth.credentials", EXTRA).AnonymousCredentials()

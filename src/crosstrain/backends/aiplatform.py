@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -61,12 +61,13 @@ from crosstrain.backends.base import (
     JobHandle,
     JobState,
     JobStatus,
+    JobSummary,
     Request,
     origin_of,
     shown,
 )
 from crosstrain.environments import Runtime, Runtimes
-from crosstrain.errors import Problem, SubmitError
+from crosstrain.errors import Problem, SubmitError, Unsupported
 from crosstrain.settings import TargetSettings, setting
 from crosstrain.uploads import UploadRefused
 
@@ -604,8 +605,16 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
 
         self.retry.poll(cancel_once)
 
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        """Refused: the service is shut down, so there are no jobs to list."""
+        raise Unsupported(
+            self.name,
+            [Problem("list", f"there are no jobs to list: {SHUTDOWN_NOTE}", "crosstrain list -t vertex")],
+        )
+
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
-        """Where the logs are: AI Platform writes them to Cloud Logging under the `ml_job` resource."""
+        """Where the logs are: AI Platform wrote them to Cloud Logging under the `ml_job` resource (the service is
+        shut down, so nothing is followed)."""
         self.check_handle(handle)
         query = f'resource.type="ml_job"\nresource.labels.job_id="{handle.job_id}"'
         project = handle.ref.get("project", "")

@@ -33,10 +33,12 @@ import json
 import math
 import re
 import shlex
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote, urlencode, urlparse, urlsplit
+from urllib.parse import unquote, urlencode, urlparse, urlsplit
 
 from pydantic import field_validator
 
@@ -70,12 +72,14 @@ from crosstrain.backends.base import (
     JobHandle,
     JobState,
     JobStatus,
+    JobSummary,
     Request,
     shown,
 )
 from crosstrain.environments import Runtime, Runtimes
-from crosstrain.errors import Problem, SubmitError, TransientError
-from crosstrain.settings import TargetSettings, setting
+from crosstrain.errors import CrosstrainError, Problem, SubmitError, TransientError
+from crosstrain.failures import classify, last_lines
+from crosstrain.settings import TargetSettings, resolve_settings, setting
 from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:
@@ -293,16 +297,29 @@ class VertexBackend(Backend[VertexSettings]):
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
         settings: Mapping[str, Any] | None = None,
+        logging_client: Callable[[str], Any] | None = None,
+        log_interval: float = 5.0,
+        log_lookback: float = 60.0,
+        log_grace: float = 15.0,
+        log_page_size: int = 1000,
     ) -> None:
         """`client_factory(endpoint)` makes the job service client for a regional endpoint (a host name, as
         the rendered URL has it); by default the GAPIC client on its REST transport with Application Default
         Credentials. Tests pass one pointed at a loopback service. `storage_client(project)` makes the Cloud
         Storage client a job's code is uploaded with; by default google-cloud-storage's, which honours
-        STORAGE_EMULATOR_HOST."""
+        STORAGE_EMULATOR_HOST. `logging_client(project)` makes the Cloud Logging client `logs` reads with; by
+        default google-cloud-logging's on its REST transport. `log_interval`, `log_lookback`, `log_grace`: see
+        `logs`."""
         super().__init__(retry=retry, environ=environ, settings=settings)
         self.client_factory = client_factory
         self.storage_client = storage_client
+        self.logging_client = logging_client
+        self.log_interval = log_interval  # how often `logs(follow=True)` reads new entries
+        self.log_lookback = log_lookback
+        self.log_grace = log_grace
+        self.log_page_size = log_page_size
         self._clients: dict[str, JobServiceClient] = {}
+        self._logging_clients: dict[str, Any] = {}
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
@@ -642,7 +659,36 @@ class VertexBackend(Backend[VertexSettings]):
         self.check_handle(handle)
         job = self._get(self._client(handle.ref["endpoint"]), handle.ref["name"])
         native = job.state.name
-        return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, job.error.message)
+        state = STATE_MAP.get(native, JobState.UNKNOWN)
+        if state is JobState.FAILED:
+            return JobStatus(state, native, self._failure(handle, job))
+        return JobStatus(state, native, job.error.message)
+
+    def _failure(self, handle: JobHandle, job: CustomJob) -> str:
+        """Why a failed job failed: the replica Vertex names in the job's error (`The replica workerpool0-0
+        exited with a non-zero status of 1 ...`), that replica's last log lines from Cloud Logging where they can
+        be read, and the kind of failure with what to do next."""
+        recorded = job.error.message or ""
+        replica = _REPLICA.search(recorded)
+        task = replica[1] if replica else None
+        tail: list[str] = []
+        if task is not None:
+            try:
+                since = _rfc3339(_created(job) or datetime.now(timezone.utc) - timedelta(days=30))
+                entries = self._read(handle, since, task=task, newest=_FAILURE_ENTRIES)
+                lines = [line for entry in entries for line in _entry_lines(entry, prefixed=False)]
+                tail = last_lines(lines, _TAIL)
+            except CrosstrainError:  # the logs are an aid here: the state and the job's error stand without them
+                tail = []
+        kind, advice = classify("\n".join([recorded, *tail]))
+        what = f"replica {_who(task)} failed" if task else "the job failed"
+        message = f"the first failure seen: {what}"
+        if recorded:
+            message += f" ({recorded.strip().splitlines()[0]})"
+        message += f". {kind}: {advice}; see {handle.console_url}"
+        if tail:
+            message += "\nits last lines:\n" + "\n".join(f"  {line}" for line in tail)
+        return message
 
     def cancel(self, handle: JobHandle) -> None:
         """Cancel the job; a job that has already ended is left as it is."""
@@ -651,15 +697,154 @@ class VertexBackend(Backend[VertexSettings]):
         if error is not None:
             raise error
 
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        """The jobs in the configured project and region that carry crosstrain's identity label
+        (`customJobs.list` with the filter `labels.crosstrain-id:*`), newest first."""
+        settings = resolve_settings(
+            self.settings_model, self.name, overrides={**self.overrides, **(overrides or {})}, environ=self.environ
+        )
+        parent = f"projects/{settings.project}/locations/{settings.region}"
+        endpoint = f"{settings.region}-aiplatform.googleapis.com"
+        client = self._client(endpoint)
+        query = {"parent": parent, "filter": f"labels.{IDENTITY_LABEL}:*"}
+
+        def listed() -> list[CustomJob]:
+            with gapic.calling(f"list the crosstrain jobs in {parent}"):
+                pager = client.list_custom_jobs(request=query, retry=None, timeout=self.retry.call_timeout)
+                return [job for job in pager if job.labels.get(IDENTITY_LABEL)]
+
+        for job in sorted(self.retry.poll(listed), key=_creation_order, reverse=True):
+            native = job.state.name
+            created = type(job).pb(job).create_time
+            handle = _handle(job.labels[IDENTITY_LABEL], job.name, endpoint, parent, adopted=False)
+            yield JobSummary(
+                handle.identity,
+                STATE_MAP.get(native, JobState.UNKNOWN),
+                native,
+                created.seconds + created.nanos / 1e9,
+                handle.console_url,
+                handle,
+            )
+
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
-        """Where the logs are: Cloud Logging's filter for the job and a Logs Explorer link (no SDK needed)."""
+        """The job's log entries from Cloud Logging (`entries:list` with the filter `resource.type="ml_job" AND
+        resource.labels.job_id="<id>"`, oldest first), each line prefixed with the replica that wrote it
+        (`[workerpool1-0 node 1]`, from the entry's `task_name` label). With `follow`, the entries are read
+        again every `log_interval` seconds while the job runs, from a cursor `log_lookback` seconds behind the
+        newest entry seen (Cloud Logging may ingest an entry after a later one): an entry already yielded (by
+        its timestamp, log and insertId) is not yielded again. Once the job has ended, reading goes on for
+        `log_grace` seconds (the last entries reach Cloud Logging after the job ends), then ends."""
         self.check_handle(handle)
-        project = handle.ref["name"].split("/")[1]
-        query = f'resource.type="ml_job"\nresource.labels.job_id="{handle.job_id}"'
-        yield f"Cloud Logging filter: {query.replace(chr(10), ' AND ')}"
-        explorer = f"https://console.cloud.google.com/logs/query;query={quote(query, safe='')}?project={project}"
-        yield f"Logs Explorer: {explorer}"
-        yield f"Console: {handle.console_url}"
+        client = self._client(handle.ref["endpoint"])
+        job = self._get(client, handle.ref["name"])
+        cursor = _created(job) or datetime.now(timezone.utc) - timedelta(days=30)
+        seen: dict[tuple[str, str, str], datetime] = {}
+        ended_at: float | None = None
+        while True:
+            ended = not follow or STATE_MAP.get(job.state.name, JobState.UNKNOWN).terminal
+            if ended and ended_at is None:
+                ended_at = time.monotonic()
+            for entry in self._read(handle, _rfc3339(cursor)):
+                key = (str(entry.timestamp), str(entry.log_name), str(entry.insert_id))
+                if key in seen:
+                    continue
+                seen[key] = entry.timestamp or cursor
+                yield from _entry_lines(entry, prefixed=True)
+            if seen:
+                newest = max(seen.values())
+                cursor = max(cursor, newest - timedelta(seconds=self.log_lookback))
+                for key in [key for key, at in seen.items() if at < cursor]:
+                    del seen[key]  # older than any later read can return
+            if ended and (not follow or ended_at is None or time.monotonic() - ended_at >= self.log_grace):
+                return
+            self.retry.sleep(self.log_interval)
+            if not ended:
+                job = self._get(client, handle.ref["name"])
+
+    def _read(self, handle: JobHandle, since: str, *, task: str | None = None, newest: int = 0) -> list[Any]:
+        """The job's log entries at or after `since` (an RFC 3339 time), oldest first: every replica's, or only
+        `task`'s; `newest`: only the last that many. One read (`entries:list`, paged), retried as a poll."""
+        project = str(handle.ref.get("project") or handle.ref["name"].split("/")[1])
+        client = self._logging(project)
+        clauses = ['resource.type="ml_job"', f'resource.labels.job_id="{handle.job_id}"', f'timestamp>="{since}"']
+        if task is not None:
+            clauses.append(f'resource.labels.task_name="{task}"')
+
+        def read() -> list[Any]:
+            with gapic.calling(f"read the logs of job {handle.job_id} from Cloud Logging"):
+                return list(
+                    client.list_entries(
+                        resource_names=[f"projects/{project}"],
+                        filter_=" AND ".join(clauses),
+                        order_by="timestamp desc" if newest else "timestamp asc",
+                        page_size=newest or self.log_page_size,
+                        max_results=newest or None,
+                    )
+                )
+
+        entries: list[Any] = self.retry.poll(read)
+        return entries[::-1] if newest else entries
+
+    def _logging(self, project: str) -> Any:
+        """google-cloud-logging's client for `project`, one per project for this backend's life."""
+        client = self._logging_clients.get(project)
+        if client is None:
+            client = self.logging_client(project) if self.logging_client else gapic.logging_client(project)
+            self._logging_clients[project] = client
+        return client
+
+
+#: The replica Vertex AI names in a failed job's error ("The replica workerpool0-0 exited with a non-zero status
+#: of 1. ..."), and the pool and index in a replica's name.
+_REPLICA = re.compile(r"\breplica (workerpool\d+-\d+)")
+_TASK = re.compile(r"workerpool(\d+)-(\d+)")
+#: How many of the failing replica's last entries are read, and how many lines of them a status shows.
+_FAILURE_ENTRIES = 50
+_TAIL = 5
+
+
+def _who(task: str) -> str:
+    """A replica's name with the node it is, for the training pools (0: node 0; 1: node 1 + index)."""
+    match = _TASK.fullmatch(task)
+    if match is None or match[1] not in ("0", "1"):
+        return task
+    node = 0 if match[1] == "0" else 1 + int(match[2])
+    return f"{task} node {node}"
+
+
+def _entry_task(entry: Any) -> str:
+    """The replica that wrote a log entry (`resource.labels.task_name`, else the entry's `task_name` label, as
+    gcloud ai custom-jobs stream-logs reads them); `service` for Vertex AI's own messages; empty if neither."""
+    resource = getattr(entry, "resource", None)
+    labels = getattr(entry, "labels", None) or {}
+    task = (getattr(resource, "labels", None) or {}).get("task_name") or labels.get("task_name") or ""
+    trial = labels.get("ml.googleapis.com/trial_id")
+    who = _who(str(task)) if task else ""
+    return f"trial {trial} {who}".strip() if trial else who
+
+
+def _entry_lines(entry: Any, *, prefixed: bool) -> list[str]:
+    """A log entry's lines: its text payload, or a JSON payload's `message` (the whole JSON where it has
+    none), each prefixed with `[replica]` where `prefixed` and the entry names one."""
+    payload = entry.payload
+    if isinstance(payload, Mapping):
+        text = str(payload.get("message") or json.dumps(dict(payload), sort_keys=True))
+    else:
+        text = "" if payload is None else str(payload)
+    who = _entry_task(entry) if prefixed else ""
+    prefix = f"[{who}] " if who else ""
+    return [prefix + line for line in text.rstrip("\n").splitlines() or [""]]
+
+
+def _created(job: CustomJob) -> datetime | None:
+    """When the job was created (where the API said)."""
+    pb = type(job).pb(job)
+    return pb.create_time.ToDatetime(timezone.utc) if pb.HasField("create_time") else None
+
+
+def _rfc3339(moment: datetime) -> str:
+    """A time as Cloud Logging's filters take it (UTC, microseconds)."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def reduction_server_image(region: str) -> str:
