@@ -1021,7 +1021,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         kind of failure with what to do next."""
         tasks = run.tasks or []
         said = next((t.state.state_message for t in tasks if t.state and t.state.state_message), None) or message
-        error, lines, rank = "", [], None
+        error, lines, read, rank = "", [], [], None
         for task_run_id in [task.run_id for task in tasks if task.run_id is not None]:
             try:
                 output = self._safe_call(partial(w.jobs.get_run_output, task_run_id), f"runs/get-output {task_run_id}")
@@ -1030,9 +1030,12 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             error = error or (output.error or "")
             trace = (output.error_trace or "").splitlines()
             logs = (output.logs or "").splitlines()
-            lines += last_lines(trace or logs)
-            rank = rank if rank is not None else _failing_rank([*logs, *trace, error])
-        kind, advice = classify("\n".join([said, error, *lines]))
+            found = _failing_rank([*logs, *trace, error])
+            own = [line for line in logs if found is not None and _rank_of(line) == found]
+            lines += last_lines(own or trace or logs)  # the failing rank's own lines where it has any
+            read += last_lines(logs, 20) + last_lines(trace, 20)
+            rank = rank if rank is not None else found
+        kind, advice = classify("\n".join([said, error, *read]))
         what = f"rank {rank} failed" if rank is not None else "the run failed"
         text = f"{what}: {said}" if said else what
         if error:
@@ -1087,11 +1090,11 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         reader: _DriverLogs | None = None
         while True:
             run = self._read_run(w, run_id)
-            ended = not follow or _state_of(run)[0].terminal
+            ended = _state_of(run)[0].terminal
             reader = reader or _DriverLogs.of(run, w, self._safe_call)
-            if reader is not None:
+            if reader is not None:  # a line still being written waits for its end, unless the run ended
                 yield from reader.read(final=ended)
-            if ended:
+            if ended or not follow:
                 break
             self.retry.sleep(self.log_interval)
         stdout = reader.stdout if reader is not None else []
@@ -1130,6 +1133,15 @@ _RANK_PATTERNS = (
     re.compile(r"\[(?:rank|default)(\d+)\]:.*(Error|Exception|Traceback)"),
     re.compile(r"rank\(s\) (\d+)[\d, ]* of \d+ did not finish"),
 )
+
+
+#: torch's prefix on a rank's lines (`[rank1]:`; torchrun's `--tee` writes `[default1]:`).
+_RANK_LINE = re.compile(r"\[(?:rank|default)(\d+)\]:")
+
+
+def _rank_of(line: str) -> int | None:
+    found = _RANK_LINE.match(line)
+    return int(found[1]) if found else None
 
 
 def _failing_rank(lines: list[str]) -> int | None:
