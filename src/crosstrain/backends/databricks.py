@@ -1158,9 +1158,9 @@ def _not_seen(seen: list[str], tail: list[str]) -> list[str]:
     """The lines of `tail` (the end of stdout, from the run output) after those already read from the delivered
     stdout (`seen`, its beginning): the longest end of `seen` that begins `tail` is the overlap."""
     seen = seen[-len(tail) :] if tail else []
-    for start in range(len(seen)):
+    for start in range(len(seen)):  # only where the first line matches: linear for all but repeated lines
         overlap = len(seen) - start
-        if seen[start:] == tail[:overlap]:
+        if seen[start] == tail[0] and all(seen[start + i] == tail[i] for i in range(overlap)):
             return tail[overlap:]
     return tail
 
