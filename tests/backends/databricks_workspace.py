@@ -7,8 +7,9 @@ It behaves as Databricks documents: `runs/submit` with a known `idempotency_toke
 it was submitted with (custom tags included), and `runs/get-output` answers only for a task run's id. Its
 faults are `LoopbackService`'s, per operation: "create" (runs/submit), "get" (runs/get: the read inside submit
 and every poll), "cancel", "output" (runs/get-output), "mkdirs", "import", "get-status", and for volumes
-"fs-mkdirs" (Files API directories) and "fs-put" (Files API upload); errors come in Databricks' envelope
-(`{"error_code": ..., "message": ...}`). It answers the client's host discovery
+"fs-mkdirs" (Files API directories) and "fs-put" (Files API upload); for following a run "list" (runs/list),
+"fs-stat" and "fs-get" (a volume file's size and ranged read), "dbfs-stat" and "dbfs-read"; errors come in
+Databricks' envelope (`{"error_code": ..., "message": ...}`). It answers the client's host discovery
 (`/.well-known/databricks-config`) with a workspace id, so later calls carry `X-Databricks-Workspace-Id` as
 they do on a real workspace.
 

@@ -81,6 +81,24 @@ def test_follow_streams_the_driver_log_while_the_run_runs(platform: DatabricksPl
     assert len(reads) > 5  # read piecewise, by offset
 
 
+@pytest.mark.parametrize(("volume", "read"), [(None, "dbfs-read"), (VOLUME, "fs-get")], ids=["dbfs", "volume"])
+def test_a_failed_read_is_retried_from_the_same_offset(platform: DatabricksPlatform, volume: Any, read: str) -> None:
+    workspace = platform.workspace
+    workspace.driver_log = "".join(f"{line}\n" for line in LINES)
+    workspace.output = {"logs": "", "error": None}
+    _running(platform, 30)
+    db = _backend(platform)
+    settings = {**platform.settings, **({"volume": volume} if volume else {})}
+    handle = db.send(db.render(job_from_dict(BASE_JOB), settings))
+    lines = []
+    for line in db.logs(handle, follow=True):
+        lines.append(line)
+        if len(lines) in (2, 5):
+            platform.inject(read, "error")  # a 500 on the next read of the file
+    assert lines == [f"[driver] {line}" for line in LINES]
+    assert workspace.played["error"] == 2
+
+
 def test_the_outputs_tail_adds_what_was_not_delivered_yet(platform: DatabricksPlatform) -> None:
     workspace = platform.workspace
     workspace.driver_log = "".join(f"{line}\n" for line in LINES[:-3])  # the last delivery came late
