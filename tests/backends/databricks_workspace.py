@@ -7,8 +7,9 @@ It behaves as Databricks documents: `runs/submit` with a known `idempotency_toke
 it was submitted with (custom tags included), and `runs/get-output` answers only for a task run's id. Its
 faults are `LoopbackService`'s, per operation: "create" (runs/submit), "get" (runs/get: the read inside submit
 and every poll), "cancel", "output" (runs/get-output), "mkdirs", "import", "get-status", and for volumes
-"fs-mkdirs" (Files API directories) and "fs-put" (Files API upload); errors come in Databricks' envelope
-(`{"error_code": ..., "message": ...}`). It answers the client's host discovery
+"fs-mkdirs" (Files API directories) and "fs-put" (Files API upload); for following a run "list" (runs/list),
+"fs-stat" and "fs-get" (a volume file's size and ranged read), "dbfs-stat" and "dbfs-read"; errors come in
+Databricks' envelope (`{"error_code": ..., "message": ...}`). It answers the client's host discovery
 (`/.well-known/databricks-config`) with a workspace id, so later calls carry `X-Databricks-Workspace-Id` as
 they do on a real workspace.
 
@@ -48,6 +49,9 @@ OPERATIONS = (
     ("/jobs/runs/get", "get"),
     ("/jobs/runs/get-output", "output"),
     ("/jobs/runs/cancel", "cancel"),
+    ("/jobs/runs/list", "list"),
+    ("/dbfs/get-status", "dbfs-stat"),
+    ("/dbfs/read", "dbfs-read"),
     ("/workspace/mkdirs", "mkdirs"),
     ("/workspace/import", "import"),
     ("/workspace/get-status", "get-status"),
@@ -86,6 +90,14 @@ class DatabricksWorkspace(LoopbackService):
         self.files: dict[str, bytes] = {}
         self.states = list(DEFAULT_STATES)
         self.output: dict[str, Any] = {"logs": "epoch 1 loss 0.5\nepoch 2 loss 0.1", "error": None}
+        #: What a run's driver prints, delivered to its `cluster_log_conf` folder as `<cluster id>/driver/stdout`
+        #: `log_bytes_per_poll` bytes per runs/get while the run runs (so a line may arrive in two parts), the
+        #: rest once it ended; `driver_stderr` likewise, all at once.
+        self.driver_log = ""
+        self.driver_stderr = ""
+        self.log_bytes_per_poll = 64
+        self.state_message: str | None = None  # the task's state_message (default: "run is <state>")
+        self._last_start = 0
 
     def submits(self) -> list[Any]:
         """The bodies of every runs/submit received (faulted ones included)."""
@@ -96,7 +108,9 @@ class DatabricksWorkspace(LoopbackService):
             return "metadata"
         for prefix, name in FILES_API:
             if call.path.startswith(prefix):
-                return "fs-stat" if call.method == "HEAD" else name
+                if call.method in ("HEAD", "GET") and name == "fs-put":
+                    return "fs-stat" if call.method == "HEAD" else "fs-get"
+                return name
         return next((name for suffix, name in OPERATIONS if call.path.endswith(suffix)), "unknown")
 
     def error(self, status: int, message: str) -> Reply:
@@ -149,7 +163,25 @@ class DatabricksWorkspace(LoopbackService):
             return Reply(204, None)
         if operation == "fs-stat":
             path = call.path.removeprefix("/api/2.0/fs/files")
-            return Reply(200, None) if path in self.files else Reply(404, None)
+            if path not in self.files:
+                return Reply(404, None)
+            return Reply(200, None, {"Content-Length": str(len(self.files[path]))})
+        if operation == "fs-get":
+            return self.download(call.path.removeprefix("/api/2.0/fs/files"), call.headers)
+        if operation == "dbfs-stat":
+            path = "dbfs:" + call.query.get("path", "")
+            if path not in self.files:
+                return self.error(404, f"No file or directory exists on path {path}.")
+            return Reply(200, {"path": path, "is_dir": False, "file_size": len(self.files[path])})
+        if operation == "dbfs-read":
+            path = "dbfs:" + call.query.get("path", "")
+            if path not in self.files:
+                return self.error(404, f"No file or directory exists on path {path}.")
+            offset, length = int(call.query.get("offset", 0)), int(call.query.get("length", 0) or 1 << 20)
+            data = self.files[path][offset : offset + min(length, 1 << 20)]
+            return Reply(200, {"bytes_read": len(data), "data": base64.b64encode(data).decode()})
+        if operation == "list":
+            return Reply(200, self.list_runs(call.query))
         return self.error(404, f"no endpoint {call.method} {call.path}")
 
     # -- the runs ------------------------------------------------------------------------------------------
@@ -162,7 +194,7 @@ class DatabricksWorkspace(LoopbackService):
             "body": body,
             "token": token,
             "task_run_id": run_id + 500,
-            "start_time": int(time.time() * 1000),
+            "start_time": self._start_time(),
             "polls": 0,
             "cancelled": False,
             "state": None,  # a fixed (life, result) once set_state chose one
@@ -171,17 +203,32 @@ class DatabricksWorkspace(LoopbackService):
             self.tokens[token] = run_id
         return run_id
 
+    def _start_time(self) -> int:
+        """Now in milliseconds, later than every run before (so newest first is well defined)."""
+        self._last_start = max(int(time.time() * 1000), self._last_start + 1)
+        return self._last_start
+
     def get_run(self, run_id: int) -> dict[str, Any]:
         run = self.runs[run_id]
         life, result = run["state"] or self.states[min(run["polls"], len(self.states) - 1)]
         run["polls"] += 1
         if run["cancelled"]:
             life, result = "TERMINATED", "CANCELED"
-        state: dict[str, Any] = {"life_cycle_state": life, "state_message": f"run is {life.lower()}"}
+        if life not in ("QUEUED", "PENDING", "BLOCKED"):
+            self.deliver(run_id, ended=life in ("TERMINATED", "SKIPPED", "INTERNAL_ERROR"))
+        return self.run_view(run_id, life, result)
+
+    def run_view(self, run_id: int, life: str, result: str | None) -> dict[str, Any]:
+        """The run as runs/get (and runs/list with expand_tasks) answer it."""
+        run = self.runs[run_id]
+        message = self.state_message or f"run is {life.lower()}"
+        state: dict[str, Any] = {"life_cycle_state": life, "state_message": message}
         if result:
             state["result_state"] = result
+        started = life not in ("QUEUED", "PENDING", "BLOCKED")
         tasks = [
             {**task, "run_id": run["task_run_id"] + index, "state": state}
+            | ({"cluster_instance": {"cluster_id": self.cluster_id(run_id)}} if started else {})
             for index, task in enumerate(run["body"].get("tasks", []))
         ]
         return {
@@ -193,6 +240,59 @@ class DatabricksWorkspace(LoopbackService):
             "state": state,
             "tasks": tasks,
         }
+
+    @staticmethod
+    def cluster_id(run_id: int) -> str:
+        return f"1122-334455-loop{run_id}"
+
+    def log_folder(self, run_id: int) -> str | None:
+        """Where the run's cluster delivers its driver logs (`dbfs:/...` or `/Volumes/...`), if anywhere."""
+        for task in self.runs[run_id]["body"].get("tasks", []):
+            conf = (task.get("new_cluster") or {}).get("cluster_log_conf") or {}
+            place = conf.get("volumes") or conf.get("dbfs")
+            if place:
+                return f"{place['destination'].rstrip('/')}/{self.cluster_id(run_id)}/driver"
+        return None
+
+    def deliver(self, run_id: int, *, ended: bool) -> None:
+        """The next part of the driver's output, delivered (all of it once the run ended)."""
+        folder = self.log_folder(run_id)
+        if folder is None:
+            return
+        for name, text in (("stdout", self.driver_log), ("stderr", self.driver_stderr)):
+            data, path = text.encode(), f"{folder}/{name}"
+            have = len(self.files.get(path, b""))
+            upto = len(data) if ended or name == "stderr" else min(len(data), have + self.log_bytes_per_poll)
+            if data and upto > have:
+                self.files[path] = data[:upto]
+
+    def delivered(self, run_id: int) -> bytes:
+        """The driver's stdout delivered so far."""
+        folder = self.log_folder(run_id)
+        return self.files.get(f"{folder}/stdout", b"") if folder else b""
+
+    def download(self, path: str, headers: Any) -> Reply:
+        """`GET /api/2.0/fs/files/...`, with a `Range: bytes=a-b` as the Files API takes it."""
+        if path not in self.files:
+            return self.error(404, f"File {path} does not exist.")
+        data = self.files[path]
+        wanted = next((v for k, v in headers.items() if k.lower() == "range"), "")
+        if wanted.startswith("bytes="):
+            first, _, last = wanted.removeprefix("bytes=").partition("-")
+            return Reply(206, data[int(first) : int(last) + 1 if last else None])
+        return Reply(200, data)
+
+    def list_runs(self, query: Any) -> dict[str, Any]:
+        """runs/list: newest first, no side effects (a listed run's state is its current one)."""
+        if query.get("run_type") not in (None, "SUBMIT_RUN"):
+            return {"runs": [], "has_more": False}
+        views = []
+        for run_id, run in self.runs.items():
+            life, result = run["state"] or self.states[min(max(run["polls"] - 1, 0), len(self.states) - 1)]
+            if run["cancelled"]:
+                life, result = "TERMINATED", "CANCELED"
+            views.append(self.run_view(run_id, life, result))
+        return {"runs": sorted(views, key=lambda v: -v["start_time"]), "has_more": False}
 
     def get_output(self, run_id: int) -> Reply:
         if any(run["task_run_id"] == run_id for run in self.runs.values()):

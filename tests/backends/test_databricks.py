@@ -479,7 +479,7 @@ def test_logs_read_the_task_runs_output(platform: DatabricksPlatform) -> None:
     db = platform.backend()
     handle = db.send(db.render(job_from_dict(BASE_JOB), platform.settings))
     platform.inject("output", "error")
-    assert list(db.logs(handle)) == ["rank 0: loss 1.0 -> 0.1", "error: Exception: rank 1 failed"]
+    assert list(db.logs(handle)) == ["[driver] rank 0: loss 1.0 -> 0.1", "error: Exception: rank 1 failed"]
     output_ids = [c.query["run_id"] for c in platform.workspace.received if c.path.endswith("get-output")]
     assert output_ids == [str(platform.workspace.runs[int(handle.job_id)]["task_run_id"])] * 2
 

@@ -174,6 +174,16 @@ def exists(fn: Callable[[], object]) -> bool:
     return True
 
 
+def found_or_none(fn: Callable[[], T]) -> T | None:
+    """A read's answer, or None where it finds nothing (a 404); any other error is raised, for `call` to map."""
+    from databricks.sdk.errors import NotFound
+
+    try:
+        return fn()
+    except NotFound:
+        return None
+
+
 def call(fn: Callable[[], T], what: str) -> T:
     """Make one SDK call; its failure as crosstrain's error (`what` names the call in the message)."""
     try:

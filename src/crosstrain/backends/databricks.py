@@ -65,14 +65,16 @@ from crosstrain.backends.base import (
     JobHandle,
     JobState,
     JobStatus,
+    JobSummary,
     Request,
     origin_of,
     shown,
 )
 from crosstrain.databricks_task import LAUNCHER_NAME, DistributorCall
 from crosstrain.environments import Runtime, Runtimes
-from crosstrain.errors import Problem, SpecError, SubmitError
-from crosstrain.settings import TargetSettings, redact, setting, url_credentials
+from crosstrain.errors import CrosstrainError, Problem, SpecError, SubmitError
+from crosstrain.failures import classify, last_lines
+from crosstrain.settings import TargetSettings, redact, resolve_settings, setting, url_credentials
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
@@ -98,6 +100,9 @@ STATE_MAP: Mapping[str, JobState] = {
 SUCCESS, CANCELED = "SUCCESS", "CANCELED"
 #: The cluster tag that carries the request's fingerprint (next to `crosstrain_job`, the identity).
 FINGERPRINT_TAG = "crosstrain_fingerprint"
+
+#: Where a cluster without a volume delivers its logs (`cluster_log_conf.dbfs`), one folder per identity.
+DBFS_LOG_ROOT = "dbfs:/crosstrain/logs"
 
 #: A small GPU driver per cloud, for when the job's GPU kind has no one-GPU machine (the driver does not train).
 _SMALL_GPU = {"aws": "T4", "azure": "T4", "gcp": "L4"}
@@ -456,12 +461,13 @@ class DatabricksBackend(Backend[DatabricksSettings]):
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
 
-    def __init__(self, *, client: WorkspaceClient | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, client: WorkspaceClient | None = None, log_interval: float = 30.0, **kwargs: Any) -> None:
         """`client`: a `WorkspaceClient` to use for every call (tests and benchmarks point one at a loopback
         workspace; make it with `crosstrain.adaptors.databricks.workspace_client`, so that its own retries are
         off). Without one, each call site makes one for the settings' or the handle's host and profile."""
         super().__init__(**kwargs)
         self.client = client
+        self.log_interval = log_interval  # how often `logs(follow=True)` looks for newly delivered lines
         self._clients: dict[tuple[str, str | None], WorkspaceClient] = {}
 
     # -- render (pure) -------------------------------------------------------------------------------------
@@ -574,6 +580,10 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         )
         if job.code is not None:
             notes.append(f"ships {plan.bundle.describe()}")
+        notes.append(
+            f"the cluster delivers its logs to {log_destination(settings, identity)}/<cluster id>/ (about every "
+            "5 minutes); `crosstrain logs --follow` reads the driver's stdout and stderr there"
+        )
         return Request(
             self.name,
             identity,
@@ -705,6 +715,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                 "spark_conf": {"spark.task.resource.gpu.amount": "1"},
             }
         cluster["custom_tags"] = tags
+        cluster["cluster_log_conf"] = log_conf(settings, ids.identity)
         if pool.image:
             cluster["docker_image"] = {"url": pool.image}
             cluster["spark_version"] = re.sub(r"-(gpu|cpu)-ml", "", plan.spark_version)
@@ -997,35 +1008,263 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         )
 
     def status(self, handle: JobHandle) -> JobStatus:
-        run = self._read_run(self._handle_client(handle), int(handle.ref["run_id"]))
-        state = run.state
-        life = state.life_cycle_state.value if state and state.life_cycle_state else "UNKNOWN"
-        result = state.result_state.value if state and state.result_state else ""
-        message = (state.state_message if state else "") or ""
-        native = f"{life}/{result}" if result else life
-        if life in ("TERMINATED", "SKIPPED"):
-            ended = {SUCCESS: JobState.SUCCEEDED, CANCELED: JobState.CANCELLED}.get(result, JobState.FAILED)
-            return JobStatus(ended, native, message)
-        if life == "TERMINATING" and result == CANCELED:
-            return JobStatus(JobState.CANCELLING, native, message)
-        return JobStatus(STATE_MAP.get(life, JobState.UNKNOWN), native, message)
+        w = self._handle_client(handle)
+        run = self._read_run(w, int(handle.ref["run_id"]))
+        state, native, message = _state_of(run)
+        if state is JobState.FAILED:
+            message = self._failure(w, run, message, run.run_page_url or handle.console_url)
+        return JobStatus(state, native, message)
+
+    def _failure(self, w: WorkspaceClient, run: Run, message: str, console: str) -> str:
+        """Why a run failed: the task's `state_message`, the run output's error and the last lines of its trace
+        (else of stdout), the failing rank where TorchDistributor's or the launcher's output names it, and the
+        kind of failure with what to do next."""
+        tasks = run.tasks or []
+        said = next((t.state.state_message for t in tasks if t.state and t.state.state_message), None) or message
+        error, lines, read, rank = "", [], [], None
+        for task_run_id in [task.run_id for task in tasks if task.run_id is not None]:
+            try:
+                output = self._safe_call(partial(w.jobs.get_run_output, task_run_id), f"runs/get-output {task_run_id}")
+            except CrosstrainError:  # the output is an aid here: the state stands without it
+                continue
+            error = error or (output.error or "")
+            trace = (output.error_trace or "").splitlines()
+            logs = (output.logs or "").splitlines()
+            found = _failing_rank([*logs, *trace, error])
+            own = [line for line in logs if found is not None and _rank_of(line) == found]
+            lines += last_lines(own or trace or logs)  # the failing rank's own lines where it has any
+            read += last_lines(logs, 20) + last_lines(trace, 20)
+            rank = rank if rank is not None else found
+        kind, advice = classify("\n".join([said, error, *read]))
+        what = f"rank {rank} failed" if rank is not None else "the run failed"
+        text = f"{what}: {said}" if said else what
+        if error:
+            text += f" ({error.splitlines()[0] if error.strip() else error})"
+        text += f". {kind}: {advice}; see {console}"
+        if lines:
+            text += "\nits last lines:\n" + "\n".join(f"  {line}" for line in lines)
+        return text
+
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        """The workspace's one-time runs (`runs/list`, run_type SUBMIT_RUN) whose cluster carries crosstrain's
+        `crosstrain_job` tag, newest first, each with a handle for status, wait, logs and cancel."""
+        settings = resolve_settings(
+            self.settings_model, self.name, overrides={**self.overrides, **(overrides or {})}, environ=self.environ
+        )
+        profile = self._profile_for(settings.profile)
+        w = self._client(settings.host, profile)
+        from crosstrain.adaptors import databricks as adaptor
+
+        jobs = adaptor.jobs()
+
+        def listing() -> list[Any]:
+            return list(w.jobs.list_runs(run_type=jobs.RunType.SUBMIT_RUN, expand_tasks=True))
+
+        runs = self._safe_call(listing, f"runs/list on {settings.host}")
+        found = [(run, (_cluster_tags(run) or {}).get("crosstrain_job")) for run in runs if run.run_id is not None]
+        for run, identity in sorted(found, key=lambda item: -(item[0].start_time or 0)):
+            if not identity:
+                continue
+            state, native, _ = _state_of(run)
+            console = run.run_page_url or ""
+            handle = JobHandle(
+                self.name,
+                identity,
+                str(run.run_id),
+                console_url=console,
+                ref={"host": settings.host, "profile": profile, "run_id": run.run_id},
+            )
+            yield JobSummary(identity, state, native, (run.start_time or 0) / 1000, console, handle)
 
     def cancel(self, handle: JobHandle) -> None:
         run_id = int(handle.ref["run_id"])
         self._safe_call(partial(self._handle_client(handle).jobs.cancel_run, run_id), f"runs/cancel {run_id}")
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
-        """The task run's output: stdout's tail, then the error. `get-output` needs the task run's id."""
+        """The driver's stdout and stderr as the cluster delivers them (`cluster_log_conf`, read from where the
+        last read ended, so no line comes twice), each line prefixed `[driver]` (`[driver stderr]`); with
+        `follow`, read again every `log_interval` seconds while the run has not ended. Then the task run's
+        output (`runs/get-output`): the part of stdout's tail not delivered yet, the error and its trace."""
         w = self._handle_client(handle)
-        run = self._read_run(w, int(handle.ref["run_id"]))
+        run_id = int(handle.ref["run_id"])
+        reader: _DriverLogs | None = None
+        while True:
+            run = self._read_run(w, run_id)
+            ended = _state_of(run)[0].terminal
+            reader = reader or _DriverLogs.of(run, w, self._safe_call)
+            if reader is not None:  # a line still being written waits for its end, unless the run ended
+                yield from reader.read(final=ended)
+            if ended or not follow:
+                break
+            self.retry.sleep(self.log_interval)
+        stdout = reader.stdout if reader is not None else []
         for task_run_id in [task.run_id for task in run.tasks or [] if task.run_id is not None]:
             output = self._safe_call(partial(w.jobs.get_run_output, task_run_id), f"runs/get-output {task_run_id}")
-            yield from (output.logs or "").splitlines()
-            if output.logs_truncated:
+            tail = (output.logs or "").splitlines()
+            rest = _not_seen(stdout, tail)
+            if stdout and rest and len(rest) == len(tail) and output.logs_truncated:
+                yield "[crosstrain: lines between the delivered logs and the output's tail are not shown]"
+            elif not stdout and output.logs_truncated:
                 yield "[crosstrain: Databricks kept only the tail of this output]"
+            yield from (f"{DRIVER_PREFIX}{line}" for line in rest)
             if output.error:
                 yield f"error: {output.error}"
             yield from (output.error_trace or "").splitlines()
+
+
+def _state_of(run: Run) -> tuple[JobState, str, str]:
+    """The run's common state, its `life_cycle_state[/result_state]` and its `state_message`."""
+    state = run.state
+    life = state.life_cycle_state.value if state and state.life_cycle_state else "UNKNOWN"
+    result = state.result_state.value if state and state.result_state else ""
+    message = (state.state_message if state else "") or ""
+    native = f"{life}/{result}" if result else life
+    if life in ("TERMINATED", "SKIPPED"):
+        return {SUCCESS: JobState.SUCCEEDED, CANCELED: JobState.CANCELLED}.get(result, JobState.FAILED), native, message
+    if life == "TERMINATING" and result == CANCELED:
+        return JobState.CANCELLING, native, message
+    return STATE_MAP.get(life, JobState.UNKNOWN), native, message
+
+
+#: How the failing rank is named: torchelastic's failure summary (`rank : 1 (local_rank: 1)`), torch's
+#: `[rank1]:` prefix on an error line, crosstrain's launcher (`rank(s) 1, 3 of 4 did not finish`).
+_RANK_PATTERNS = (
+    re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank"),
+    re.compile(r"\[(?:rank|default)(\d+)\]:.*(Error|Exception|Traceback)"),
+    re.compile(r"rank\(s\) (\d+)[\d, ]* of \d+ did not finish"),
+)
+
+
+#: torch's prefix on a rank's lines (`[rank1]:`; torchrun's `--tee` writes `[default1]:`).
+_RANK_LINE = re.compile(r"\[(?:rank|default)(\d+)\]:")
+
+
+def _rank_of(line: str) -> int | None:
+    found = _RANK_LINE.match(line)
+    return int(found[1]) if found else None
+
+
+def _failing_rank(lines: list[str]) -> int | None:
+    """The first failing rank the output names, by the patterns in order of trust."""
+    for pattern in _RANK_PATTERNS:
+        for line in lines:
+            found = pattern.search(line)
+            if found:
+                return int(found[1])
+    return None
+
+
+def _not_seen(seen: list[str], tail: list[str]) -> list[str]:
+    """The lines of `tail` (the end of stdout, from the run output) after those already read from the delivered
+    stdout (`seen`, its beginning): the longest end of `seen` that begins `tail` is the overlap."""
+    seen = seen[-len(tail) :] if tail else []
+    for start in range(len(seen)):  # only where the first line matches: linear for all but repeated lines
+        overlap = len(seen) - start
+        if seen[start] == tail[0] and all(seen[start + i] == tail[i] for i in range(overlap)):
+            return tail[overlap:]
+    return tail
+
+
+DRIVER_PREFIX = "[driver] "
+#: The driver's files a cluster delivers under `<destination>/<cluster id>/driver/`, and their line prefixes.
+_DRIVER_FILES = (("stdout", DRIVER_PREFIX), ("stderr", "[driver stderr] "))
+#: `dbfs/read` returns at most 1 MB per call.
+_DBFS_READ = 1024 * 1024
+
+
+class _DriverLogs:
+    """The driver's delivered stdout and stderr, each read from the offset where the last read ended: a line is
+    yielded once, whole (a line still being written waits for its newline, unless the run has ended)."""
+
+    def __init__(self, w: WorkspaceClient, folder: str, call: Callable[[Callable[[], Any], str], Any]) -> None:
+        self.w, self.call = w, call
+        self.dbfs = folder.startswith("dbfs:")
+        self.folder = "/" + folder.removeprefix("dbfs:").lstrip("/") if self.dbfs else folder
+        self.offsets: dict[str, int] = {}
+        self.partial: dict[str, bytes] = {}
+        self.stdout: list[str] = []  # every stdout line read, to tell what the run output's tail adds
+
+    @classmethod
+    def of(cls, run: Run, w: WorkspaceClient, call: Callable[[Callable[[], Any], str], Any]) -> _DriverLogs | None:
+        """The reader of the run's delivered driver logs; None until its cluster is known, or for a run whose
+        cluster delivers no logs to DBFS or a volume."""
+        for task in run.tasks or []:
+            conf = task.new_cluster.cluster_log_conf if task.new_cluster else None
+            place = (conf.volumes or conf.dbfs) if conf else None
+            instance = task.cluster_instance or run.cluster_instance
+            if place and place.destination and instance and instance.cluster_id:
+                return cls(w, f"{place.destination.rstrip('/')}/{instance.cluster_id}/driver", call)
+        return None
+
+    def _size(self, path: str) -> int | None:
+        from crosstrain.adaptors import databricks as adaptor
+
+        if self.dbfs:
+            info = self.call(partial(adaptor.found_or_none, partial(self.w.dbfs.get_status, path)), f"dbfs {path}")
+            return None if info is None else int(info.file_size or 0)
+        meta = self.call(partial(adaptor.found_or_none, partial(self.w.files.get_metadata, path)), f"fs {path}")
+        return None if meta is None else int(meta.content_length or 0)
+
+    def _chunk(self, path: str, start: int, end: int) -> bytes:
+        if self.dbfs:
+            data = b""
+            while start + len(data) < end:
+                at = start + len(data)
+                read = partial(self.w.dbfs.read, path, offset=at, length=min(_DBFS_READ, end - at))
+                got = base64.b64decode(self.call(read, f"dbfs/read {path}").data or "")
+                if not got:
+                    break
+                data += got
+            return data
+
+        def ranged() -> bytes:
+            headers = {"Accept": "application/octet-stream", "Range": f"bytes={start}-{end - 1}"}
+            if self.w.config.workspace_id:  # as the SDK's own Files API calls send it
+                headers["X-Databricks-Workspace-Id"] = self.w.config.workspace_id
+            answer = self.w.api_client.do("GET", f"/api/2.0/fs/files{quote(path)}", headers=headers, raw=True)
+            assert isinstance(answer, dict)
+            data = bytes(answer["contents"].read())
+            return data[start:end] if len(data) > end - start else data  # a server that ignored the range
+
+        return bytes(self.call(ranged, f"fs/files {path}"))
+
+    def read(self, *, final: bool = False) -> Iterator[str]:
+        """Every whole line delivered since the last read, prefixed, stdout's then stderr's."""
+        for name, prefix in _DRIVER_FILES:
+            path = f"{self.folder}/{name}"
+            size, start = self._size(path), self.offsets.get(name, 0)
+            if size is not None and size < start:  # rotated: the active file starts again
+                yield f"[crosstrain: the driver's {name} was rotated; lines in between may be missing]"
+                start, self.partial[name] = 0, b""
+            if size is not None and size > start:
+                data = self._chunk(path, start, size)
+                self.offsets[name] = start + len(data)
+                *lines, rest = (self.partial.pop(name, b"") + data).split(b"\n")
+                self.partial[name] = rest
+                for raw in lines:
+                    yield self._line(name, prefix, raw)
+            else:
+                self.offsets[name] = start
+            if final and self.partial.get(name):
+                yield self._line(name, prefix, self.partial.pop(name))
+
+    def _line(self, name: str, prefix: str, raw: bytes) -> str:
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        if name == "stdout":
+            self.stdout.append(line)
+        return prefix + line
+
+
+def log_destination(settings: DatabricksSettings, identity: str) -> str:
+    """Where the run's cluster delivers its logs: `<volume>/logs/<identity>` with a volume, else
+    `dbfs:/crosstrain/logs/<identity>` (the cluster adds `/<cluster id>/driver/stdout`, ...)."""
+    return f"{settings.volume}/logs/{identity}" if settings.volume else f"{DBFS_LOG_ROOT}/{identity}"
+
+
+def log_conf(settings: DatabricksSettings, identity: str) -> dict[str, Any]:
+    """The cluster's `cluster_log_conf`: a Unity Catalog volume, else DBFS."""
+    kind = "volumes" if settings.volume else "dbfs"
+    return {kind: {"destination": log_destination(settings, identity)}}
 
 
 def _under(root: Path, target: str) -> bool:

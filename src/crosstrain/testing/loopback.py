@@ -153,11 +153,13 @@ class _Handler(BaseHTTPRequestHandler):
         except Dropped:
             self.close_connection = True
             return
-        data = json.dumps(reply.body).encode() if reply.body is not None else b""
+        raw_reply = isinstance(reply.body, bytes)  # a file's bytes (a download), sent as they are
+        data = reply.body if raw_reply else json.dumps(reply.body).encode() if reply.body is not None else b""
         try:
             self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Type", "application/octet-stream" if raw_reply else "application/json")
+            if "Content-Length" not in reply.headers:  # a HEAD may say the size of what a GET would send
+                self.send_header("Content-Length", str(len(data)))
             for key, value in reply.headers.items():
                 self.send_header(key, value)
             self.end_headers()
