@@ -170,3 +170,13 @@ def test_the_archive_pip_installs_and_the_bootstrap_runs_the_command_where_cross
     assert run.stdout.strip() == f"cwd {target / 'crosstrain_code' / 'src'}"
     requires = (next(target.glob("crosstrain_code-*.dist-info")) / "METADATA").read_text()
     assert "Requires-Dist: example-requirement==1" in requires
+
+
+def test_source_is_deflated_and_incompressible_data_is_stored(tmp_path: Path) -> None:
+    source = _tree(tmp_path / "source", {f"m{i}.py": "def f(x):\n    return x * 2\n" * 200 for i in range(20)})
+    assert packaging.bundle(source).compression() == 1
+    data = _tree(tmp_path / "data", {"train.py": "print(1)\n"})
+    (data / "weights.bin").write_bytes(os.urandom(1 << 20))
+    stored = packaging.bundle(data)
+    assert stored.compression() == 0
+    assert len(stored.archive()) > 1 << 20  # stored, not deflated: no time spent on what does not shrink
