@@ -98,7 +98,7 @@ def azure(folder: Path) -> dict[str, float]:
         raise SystemExit("azure: no azurite-blob (npm install --prefix .ci azurite, or set CROSSTRAIN_AZURITE)")
     settings = {**WORKSPACE, "compute": "cpu-cluster"}
     job = code_job(folder, {"environment": "pytorch"})
-    with azurite(program) as url:
+    with azurite(program) as url:  # each in an Azurite of its own: a fuller one answers slower
         sdk_service = AzureMLService(blob_endpoint=url, container="sdk")
         ml = MLClient(FakeCredential(), SUBSCRIPTION, "my-rg", "my-ws", transport=AzureMLTransport(sdk_service))
         sdk_job = command(
@@ -114,6 +114,7 @@ def azure(folder: Path) -> dict[str, float]:
             sdk = timed(lambda: ml.jobs.create_or_update(sdk_job))
         finally:
             os.chdir(here)
+    with azurite(program) as url:
         service = AzureMLService(blob_endpoint=url, container="crosstrain")
 
         def backend() -> AzureMLBackend:

@@ -126,6 +126,41 @@ def with_function(
     return spec.model_copy(update={"command": list(FUNCTION_COMMAND)}).with_function(payload)
 
 
+def result_path(output_dir: str | None) -> str | None:
+    """Where a node writes a function's result: the job's `output_dir` as the node's file system sees it."""
+    if not output_dir:
+        return None
+    base = output_dir.rstrip("/")
+    if base.startswith("gs://"):
+        return "/gcs/" + base.removeprefix("gs://") + "/crosstrain-result"  # Cloud Storage FUSE on Vertex AI
+    if base.startswith("dbfs:/"):
+        return "/dbfs/" + base.removeprefix("dbfs:/").lstrip("/") + "/crosstrain-result"
+    if base.startswith("/Volumes/"):
+        return base + "/crosstrain-result"
+    return None
+
+
+def _with_result_dir(job: TrainingJob, target: str) -> TrainingJob:
+    """The job, told where rank 0 writes the function's result on `target`; refused where it would be lost."""
+    if target == "local":
+        return job
+    path = result_path(job.output_dir)
+    if path is not None:
+        return job.model_copy(update={"env": {**job.env, "CROSSTRAIN_RESULT_DIR": path}})
+    if target in ("azureml", "fake"):
+        return job  # Azure ML uploads ./outputs with the run
+    raise SpecError(
+        [
+            Problem(
+                "output_dir",
+                f"a function's result on {target} is written to the job's output_dir, and the job has none "
+                "that the nodes can write (gs://, dbfs:/ or /Volumes/)",
+                "set output_dir, e.g. gs://my-bucket/runs or /Volumes/main/ml/runs",
+            )
+        ]
+    )
+
+
 def _local_module(module: types.ModuleType) -> bool:
     """A module of the user's own (a file outside any installed-packages folder), other than `__main__`, which
     cloudpickle already ships by value."""
@@ -196,6 +231,7 @@ def submit(
             raise SpecError([Problem("job", "submit(fn, job, target): the job is missing", "pass the job")])
         spec = with_function(job, target, args, kwargs)
         name = choose_target(spec, more[0] if more else None)
+        spec = _with_result_dir(spec, name)
         return create_backend(name).submit(with_run_id(spec, run_id), target_settings(name, target, settings))
     if more or args or kwargs:
         raise SpecError(

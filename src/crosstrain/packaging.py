@@ -90,11 +90,23 @@ class CodeFile:
     executable: bool = False
     source: Path | None = None  # a file on this machine, or None for generated content
     content: bytes | None = None
+    #: The source's (size, mtime in ns) when it was hashed: a file changed since is refused when read.
+    stamp: tuple[int, int] | None = None
 
     def read(self) -> bytes:
         if self.content is not None:
             return self.content
         assert self.source is not None
+        if self.stamp is not None:
+            info = self.source.stat()
+            if (info.st_size, info.st_mtime_ns) != self.stamp:
+                raise UploadRefused(
+                    Problem(
+                        "code",
+                        f"{self.source} changed since the request was rendered",
+                        "render the request again (or submit the job again)",
+                    )
+                )
         return self.source.read_bytes()
 
 
@@ -346,6 +358,9 @@ def _walk(folder: Path, limits: Limits, spec: Any) -> Iterator[tuple[str, str, o
 
 
 _CACHE: dict[tuple[Any, ...], Bundle] = {}
+#: The bundles this process made, by digest: `send` after a render uses the render's (each file's stamp is
+#: checked when it is read, so what is uploaded is what was hashed, or nothing).
+_MADE: dict[str, Bundle] = {}
 #: Within one render (`rendering()`), a folder is listed once: the probe render and the real one ship the same.
 _SCOPE: contextvars.ContextVar[dict[tuple[Any, ...], Bundle] | None] = contextvars.ContextVar("scope", default=None)
 
@@ -446,6 +461,7 @@ def _bundle(
             _sha256(path, info.st_size, folder, rel),
             bool(info.st_mode & stat.S_IXUSR),
             source=Path(path),
+            stamp=(info.st_size, info.st_mtime_ns),
         )
         for rel, path, info in listing
     )
@@ -453,6 +469,9 @@ def _bundle(
     if len(_CACHE) > 16:
         _CACHE.clear()
     _CACHE[key] = made
+    if len(_MADE) > 16:
+        _MADE.clear()
+    _MADE[made.digest] = made
     return made
 
 
@@ -537,6 +556,24 @@ def check_unchanged(ref: CodeRef, limits: Limits | None = None) -> Bundle:
                 "submit the function from that session: crosstrain.submit(fn, job, target)",
             )
         )
+    rendered = _MADE.get(ref.digest)
+    if rendered is not None and str(rendered.folder or "") == ref.folder and rendered.ignore_files == ref.ignore_files:
+        for file in rendered.user_files:  # a stat per file, no listing and no hashing: what was hashed is there
+            assert file.source is not None
+            assert file.stamp is not None
+            try:
+                info = file.source.stat()
+            except OSError:
+                info = None
+            if info is None or (info.st_size, info.st_mtime_ns) != file.stamp:
+                raise UploadRefused(
+                    Problem(
+                        "code",
+                        f"{ref.folder} changed since the request was rendered ({file.source} did)",
+                        "render the request again",
+                    )
+                )
+        return rendered
     folder = Path(ref.folder) if ref.folder else None
     made = bundle(folder, ref.requirements, ignore_files=ref.ignore_files, limits=limits, function=function)
     if made.digest != ref.digest:
