@@ -187,7 +187,20 @@ def gcs(folder: Path) -> dict[str, float]:
             again_job = job.model_copy(update={"run_id": "again"})
             render = timed(lambda: backend().render(again_job, settings))
             resubmit = timed(lambda: backend().submit(again_job, settings))
-    return {"sdk_s": sdk, "crosstrain_s": ours, "resubmit_s": resubmit, "render_s": render}
+        bucket = storage.Client(project="p", credentials=anonymous, client_options={"api_endpoint": url}).bucket(
+            "staging"
+        )
+        sizes = {prefix: sum(b.size for b in bucket.list_blobs(prefix=prefix)) for prefix in ("sdk/", "crosstrain/")}
+    return {
+        "sdk_s": sdk,
+        "crosstrain_s": ours,
+        "resubmit_s": resubmit,
+        "render_s": render,
+        # The SDK's sdist holds only what setuptools' find_packages() finds: folders without __init__.py and
+        # files that are not Python are left out, silently.
+        "sdk_uploaded_mb": sizes["sdk/"] / 1e6,
+        "crosstrain_uploaded_mb": sizes["crosstrain/"] / 1e6,
+    }
 
 
 BENCHES: dict[str, Callable[[Path], dict[str, float]]] = {"gcs": gcs, "azure": azure}
@@ -218,12 +231,16 @@ def main() -> None:
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    print("store | SDK s | crosstrain s | ratio (goal <= 0.5) | unchanged re-submit beyond render s (goal < 0.1)")
-    print("--- | --- | --- | --- | ---")
+    print(
+        "store | SDK s | crosstrain s | ratio (goal <= 0.5) | unchanged re-submit beyond render s (goal < 0.1) "
+        "| uploaded MB (SDK / crosstrain)"
+    )
+    print("--- | --- | --- | --- | --- | ---")
     for name, r in results.items():
+        uploaded = f"{r['sdk_uploaded_mb']:.1f} / {r['crosstrain_uploaded_mb']:.1f}" if "sdk_uploaded_mb" in r else "-"
         print(
             f"{name} | {r['sdk_s']:.2f} | {r['crosstrain_s']:.2f} | {r['ratio']:.2f} | "
-            f"{r['resubmit_beyond_render_s']:.3f} (render {r['render_s']:.3f})"
+            f"{r['resubmit_beyond_render_s']:.3f} (render {r['render_s']:.3f}) | {uploaded}"
         )
 
 
