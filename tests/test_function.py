@@ -59,3 +59,24 @@ def test_a_job_with_a_command_is_refused_with_the_field() -> None:
     with pytest.raises(SpecError) as refused:
         crosstrain.run(all_reduce_ranks, {**JOB, "command": "python train.py"}, args=(1.0,))
     assert refused.value.problems[0].path == "command"
+
+
+def test_the_notebook_function_example_runs_under_databricks_emulation() -> None:
+    """A notebook's function through TorchDistributor on a local SparkSession, as Databricks' function mode runs
+    it: rank 0's result comes back to the caller."""
+    import ast
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no Java for the local SparkSession")
+    notebook = ROOT / "examples" / "databricks-function" / "notebook.py"
+    done = subprocess.run([sys.executable, str(notebook)], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = ast.literal_eval(done.stdout.strip().splitlines()[-1])  # the dict notebook.py prints
+    assert result["world_size"] == 2.0
+    assert result["mean_loss"] < 0.1

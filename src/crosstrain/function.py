@@ -35,6 +35,16 @@ def result_dir(environ: dict[str, str] | os._Environ[str]) -> Path:
     return Path("outputs")
 
 
+def payload_path() -> Path:
+    """`function.pkl` beside the code folder: the bootstrap names that folder (`CROSSTRAIN_CODE_DIR`); a process
+    started without it (a Spark task) runs in the code folder itself."""
+    folders = [Path(os.environ["CROSSTRAIN_CODE_DIR"])] if os.environ.get("CROSSTRAIN_CODE_DIR") else []
+    for folder in [*folders, Path.cwd()]:
+        if (folder.parent / PAYLOAD).is_file():
+            return folder.parent / PAYLOAD
+    return (folders or [Path.cwd()])[0].parent / PAYLOAD
+
+
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
@@ -48,10 +58,9 @@ def main() -> int:
     from crosstrain.runtime.env import detect
 
     rank = detect().one_process_per_node().rank or 0
-    here = Path(os.environ.get("CROSSTRAIN_CODE_DIR", ".")).parent
     out = result_dir(os.environ)
     try:
-        fn, args, kwargs = cloudpickle.loads((here / PAYLOAD).read_bytes())
+        fn, args, kwargs = cloudpickle.loads(payload_path().read_bytes())
         result = fn(*args, **kwargs)
     except BaseException:
         text = traceback.format_exc()

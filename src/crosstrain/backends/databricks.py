@@ -331,7 +331,7 @@ class _Plan:
         """The bundle every run uploads (the job's folder and crosstrain's runtime, or the runtime alone), and
         the job's requirements as cluster libraries."""
         try:
-            if job.code is not None:
+            if job.code is not None or job.function_payload is not None:  # a folder, or a notebook's function
                 limits = packaging.Limits() if settings.volume else WORKSPACE_CODE_LIMITS
                 self.bundle = packaging.for_job(job, limits=limits)
             else:
@@ -578,7 +578,8 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             f"TorchDistributor(num_processes={call.num_processes}, local_mode={call.local_mode}, "
             f"use_gpu={call.use_gpu}).run({call.target!r}, *{list(call.args)!r})"
         )
-        if job.code is not None:
+        ships = job.code is not None or job.function_payload is not None
+        if ships:
             notes.append(f"ships {plan.bundle.describe()}")
         notes.append(
             f"the cluster delivers its logs to {log_destination(settings, identity)}/<cluster id>/ (about every "
@@ -591,7 +592,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             tuple(calls),
             settings.model_dump(mode="json"),
             tuple(notes),
-            code=plan.bundle.ref if job.code is not None else None,
+            code=plan.bundle.ref if ships else None,
         )
 
     @staticmethod
