@@ -58,12 +58,13 @@ def test_unpack_makes_one_folder_per_archive_and_enter_runs_from_the_user_files(
     assert unpack(str(root)) == root  # a folder that holds the bundle is used as it is
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("PYTHONPATH", raising=False)
+    # enter() changes this process's environment: recorded first, so teardown puts back what was there (a
+    # PYTHONPATH left pointing at the unpacked runtime would shadow crosstrain in every later subprocess).
+    monkeypatch.setenv("PYTHONPATH", "")
+    monkeypatch.setenv("CROSSTRAIN_CODE_DIR", "")
     assert enter(root) == root / "crosstrain_code" / "src"
     assert Path.cwd() == root / "crosstrain_code" / "src"
     assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(root / "crosstrain_code"), str(Path.cwd())]
-    monkeypatch.delenv("PYTHONPATH")
-    monkeypatch.delenv("CROSSTRAIN_CODE_DIR")
 
 
 def test_parse_refuses_nonsense() -> None:

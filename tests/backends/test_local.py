@@ -78,24 +78,33 @@ def test_every_rank_reads_its_place_from_the_emulated_environment(emulate: str) 
 def test_a_cloud_emulation_runs_the_command_that_target_renders() -> None:
     two_per_node = crosstrain.load_job(EXAMPLE).model_dump(exclude_unset=True)
     two_per_node |= {"launch": {"processes_per_node": 2}, "primary": {"machine": "n1-standard-8"}}
-    vertex = crosstrain.render(two_per_node, "vertex", environ={}).create.body["jobSpec"]["workerPoolSpecs"][0]
+    located = crosstrain.load_job(EXAMPLE).model_validate(two_per_node).located(EXAMPLE.parent)
+    vertex = crosstrain.render(located, "vertex", environ={}).create.body["jobSpec"]["workerPoolSpecs"][0]
     [node0, _] = processes(render(emulate="vertex"))
-    assert node0["argv"] == vertex["containerSpec"]["command"] + vertex["containerSpec"]["args"]
-    assert node0["argv"][:7] == ["python", "-m", "crosstrain.launch", "--nproc-per-node", "2", "--", "python"]
+    # The quickstart ships its folder: Vertex installs the package and runs its module, here from the archive.
+    assert node0["argv"] == [
+        "python",
+        "-m",
+        vertex["pythonPackageSpec"]["pythonModule"],
+        *vertex["pythonPackageSpec"]["args"],
+    ]
+    assert node0["argv"][3:10] == ["--", "python", "-m", "crosstrain.launch", "--nproc-per-node", "2", "--"]
     assert node0["env"]["NCCL_DEBUG"] == "WARN"  # the job's env, as the CustomJob carries it
     assert json.loads(node0["env"]["CLUSTER_SPEC"])["task"] == {"type": "workerpool0", "index": 0, "trial": ""}
     [azure0, *_] = processes(render(emulate="azureml"))
-    assert azure0["argv"][:2] == ["/bin/sh", "-c"]  # Azure ML's command is one shell line
+    assert azure0["argv"][:4] == ["python", "-m", "crosstrain_code", "--"]  # the code asset's bootstrap
     mpi = processes(render(emulate="azureml-mpi"))
     assert [p["env"]["OMPI_COMM_WORLD_RANK"] for p in mpi] == ["0", "1", "2", "3"]
 
 
 def test_databricks_runs_torchdistributor_on_the_local_file() -> None:
     [driver] = processes(render(emulate="databricks"))
-    assert driver["argv"][:3] == ["python", "-m", "crosstrain.databricks_task"]
+    # the launcher Databricks runs, from the unpacked archive, on the archive (the quickstart ships its folder)
+    assert driver["argv"][:2] == ["python", "crosstrain_code/crosstrain/databricks_task.py"]
+    assert any(arg.startswith("--code=") for arg in driver["argv"])
     assert "--num-processes=4" in driver["argv"]  # 2 nodes x 2: one Spark task per rank
     assert "--use-gpu=false" in driver["argv"]
-    assert f"--file={EXAMPLE.parent / 'train.py'}" in driver["argv"]
+    assert "--file=train.py" in driver["argv"]
     assert "local[4]" in driver["env"]["PYSPARK_SUBMIT_ARGS"]  # a barrier stage needs a slot per task
     assert not any(k.endswith("_SOCKET_IFNAME") for k in driver["env"])  # the cloud's NIC names: not here
 
@@ -103,9 +112,9 @@ def test_databricks_runs_torchdistributor_on_the_local_file() -> None:
 def test_render_is_deterministic_and_works_in_the_job_files_folder(tmp_path: Path) -> None:
     first, second = render(), render()
     assert first.to_dict() == second.to_dict()
-    assert first.create.body["workdir"] == str(EXAMPLE.parent)
+    assert first.create.body["code"]["folder"] == str(EXAMPLE.parent)  # the job file's folder ships
     assert first.identity.startswith("ddp-quickstart-")
-    assert any("not pulled" in note for note in first.notes)
+    assert any("ships" in note for note in first.notes)
 
 
 def test_nodes_and_processes_can_be_capped() -> None:

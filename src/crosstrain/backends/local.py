@@ -327,8 +327,12 @@ class LocalBackend(Backend[LocalSettings]):
         if emulate != "databricks":
             # The platform refuses what it would refuse, machines and its catalog included; then the machines
             # are not emulated: the processes per node (set on the job) say what the platform starts.
-            self._emulated_render(target, job.model_copy(update={"launch": launch.model_copy(update=mpi)}))
             machine = Machine(type=_CPU_MACHINES[target]) if target in _CPU_MACHINES else None
+            named = {  # a pool that names no machine runs on this machine's CPUs: a CPU machine stands in
+                pool: getattr(job, pool).model_copy(update={"machine": getattr(job, pool).machine or machine})
+                for pool in ("primary", "workers")
+            }
+            self._emulated_render(target, job.model_copy(update={**named, "launch": launch.model_copy(update=mpi)}))
             job = job.model_copy(
                 update={
                     pool: getattr(job, pool).model_copy(update={"machine": machine}) for pool in ("primary", "workers")
