@@ -4,6 +4,7 @@ failing rank said, and what to do next. Shared by every target (`JobStatus.messa
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -70,3 +71,20 @@ def classify(text: str) -> tuple[str, str]:
 def last_lines(lines: list[str], count: int = 5) -> list[str]:
     """The last `count` lines that say something, the error's end (Python's last lines name the exception)."""
     return [line for line in lines if line.strip()][-count:]
+
+
+def summary(
+    what: str, recorded: str, tail: list[str], console_url: str = "", *, said: str = "", evidence: Sequence[str] = ()
+) -> str:
+    """A failure as `status` and `wait` say it: who failed, what the platform recorded, the kind with what to do
+    (classified from all of it, and from more `evidence` than the lines shown), the console link and the failing
+    process's last lines."""
+    kind, advice = classify("\n".join([said, recorded, *tail, *evidence]))
+    text = f"{what}: {said}" if said else what
+    first = recorded.strip().splitlines()[0] if recorded.strip() else ""
+    if first:
+        text += f" ({first})"
+    text += f". {kind}: {advice}" + (f"; see {console_url}" if console_url else "")
+    if tail:
+        text += "\nits last lines:\n" + "\n".join(f"  {line}" for line in tail)
+    return text

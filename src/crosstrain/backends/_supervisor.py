@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,6 +35,8 @@ PLACEHOLDERS = ("${MASTER_PORT}", "${RUN_DIR}", "${PATH}")
 _EVENT = b'{"name": "torchelastic.worker.status.'
 _RANK_PREFIX = re.compile(r"\[rank(\d+)\] ?(.*)", re.DOTALL)
 _POLL_S = 0.05
+#: How often a run says it is still running (its processes' own output streams in between).
+PROGRESS_S = 30.0
 
 
 @dataclass
@@ -158,7 +160,7 @@ def supervise(
                 pumps.append(pump)
             _say(err, lock, f"crosstrain: started {len(processes)} process(es); Ctrl-C stops them all")
             deadline = None if timeout is None else started + timeout
-            failure, timed_out = _watch(processes, deadline)
+            failure, timed_out = _watch(processes, deadline, lambda text: _say(err, lock, text), started)
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -194,9 +196,22 @@ def _say(err: TextIO, lock: threading.Lock, text: str) -> None:
         print(text, file=err, flush=True)
 
 
-def _watch(processes: list[Process], deadline: float | None) -> tuple[Process | None, bool]:
-    """Wait until every process succeeded (None, False), one failed (it, False) or the deadline passed."""
+def _watch(
+    processes: list[Process], deadline: float | None, say: Callable[[str], None], started: float
+) -> tuple[Process | None, bool]:
+    """Wait until every process succeeded (None, False), one failed (it, False) or the deadline passed; every
+    `PROGRESS_S`, say how many are still running and for how long."""
+    from crosstrain.progress import elapsed_text
+
+    next_word = started + PROGRESS_S
     while True:
+        if time.monotonic() >= next_word:
+            running = sum(p.returncode is None for p in processes)
+            say(
+                f"crosstrain: RUNNING after {elapsed_text(time.monotonic() - started)}: {running} of "
+                f"{len(processes)} process(es) still running"
+            )
+            next_word += PROGRESS_S
         codes = [p.returncode for p in processes]
         for process, code in zip(processes, codes, strict=True):
             if code not in (None, 0):

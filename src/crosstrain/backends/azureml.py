@@ -54,7 +54,7 @@ from crosstrain.backends.base import (
 )
 from crosstrain.environments import Runtime, Runtimes
 from crosstrain.errors import CrosstrainError, Problem, SubmitError
-from crosstrain.failures import classify, last_lines
+from crosstrain.failures import last_lines, summary
 from crosstrain.settings import TargetSettings, env_vars, resolve_settings, setting
 from crosstrain.uploads import UploadRefused
 
@@ -1054,16 +1054,9 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             texts = {}
         culprit = next((name for name in texts if _ERROR_LINE.search("\n".join(texts[name][-20:]))), None)
         tail = last_lines(texts[culprit]) if culprit else []
-        kind, advice = classify("\n".join([str(recorded), *tail]))
         who = _log_who(culprit) if culprit else ""
         what = f"{who} failed" if who else "the job failed"
-        message = f"the first failure seen: {what}"
-        if recorded:
-            message += f" ({str(recorded).splitlines()[0]})"
-        message += f". {kind}: {advice}; see {handle.console_url}"
-        if tail:
-            message += "\nits last lines:\n" + "\n".join(f"  {line}" for line in tail)
-        return message
+        return summary(f"the first failure seen: {what}", str(recorded), tail, handle.console_url)
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         """The workspace's jobs that carry crosstrain's fingerprint property, from the jobs list call

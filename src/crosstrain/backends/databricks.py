@@ -73,7 +73,7 @@ from crosstrain.backends.base import (
 from crosstrain.databricks_task import LAUNCHER_NAME, DistributorCall
 from crosstrain.environments import Runtime, Runtimes
 from crosstrain.errors import CrosstrainError, Problem, SpecError, SubmitError
-from crosstrain.failures import classify, last_lines
+from crosstrain.failures import last_lines, summary
 from crosstrain.settings import TargetSettings, redact, resolve_settings, setting, url_credentials
 from crosstrain.spec import PoolView, TrainingJob
 
@@ -1036,15 +1036,8 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             lines += last_lines(own or trace or logs)  # the failing rank's own lines where it has any
             read += last_lines(logs, 20) + last_lines(trace, 20)
             rank = rank if rank is not None else found
-        kind, advice = classify("\n".join([said, error, *read]))
         what = f"rank {rank} failed" if rank is not None else "the run failed"
-        text = f"{what}: {said}" if said else what
-        if error:
-            text += f" ({error.splitlines()[0] if error.strip() else error})"
-        text += f". {kind}: {advice}; see {console}"
-        if lines:
-            text += "\nits last lines:\n" + "\n".join(f"  {line}" for line in lines)
-        return text
+        return summary(what, error, lines, console, said=said, evidence=read)
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         """The workspace's one-time runs (`runs/list`, run_type SUBMIT_RUN) whose cluster carries crosstrain's

@@ -78,7 +78,7 @@ from crosstrain.backends.base import (
 )
 from crosstrain.environments import Runtime, Runtimes
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, TransientError
-from crosstrain.failures import classify, last_lines
+from crosstrain.failures import last_lines, summary
 from crosstrain.settings import TargetSettings, resolve_settings, setting
 from crosstrain.uploads import UploadRefused
 
@@ -680,15 +680,8 @@ class VertexBackend(Backend[VertexSettings]):
                 tail = last_lines(lines, _TAIL)
             except CrosstrainError:  # the logs are an aid here: the state and the job's error stand without them
                 tail = []
-        kind, advice = classify("\n".join([recorded, *tail]))
         what = f"replica {_who(task)} failed" if task else "the job failed"
-        message = f"the first failure seen: {what}"
-        if recorded:
-            message += f" ({recorded.strip().splitlines()[0]})"
-        message += f". {kind}: {advice}; see {handle.console_url}"
-        if tail:
-            message += "\nits last lines:\n" + "\n".join(f"  {line}" for line in tail)
-        return message
+        return summary(f"the first failure seen: {what}", recorded, tail, handle.console_url)
 
     def cancel(self, handle: JobHandle) -> None:
         """Cancel the job; a job that has already ended is left as it is."""
