@@ -8,6 +8,7 @@ With --output-dir, rank 0 writes metrics.json (first and last loss) and the mode
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 from pathlib import Path
@@ -58,6 +59,10 @@ def main() -> None:
         (out / "metrics.json").write_text(
             json.dumps({"first_loss": losses[0], "last_loss": losses[-1], "world_size": world})
         )
+    # DDP holds the process group in a reference cycle: free it (and its threads) while the interpreter is whole,
+    # or the collector may do it during shutdown and abort the process (SIGABRT) after the work is done.
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 

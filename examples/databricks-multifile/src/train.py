@@ -7,6 +7,7 @@ GPUs with NCCL or on CPUs with gloo. It reads only RANK, WORLD_SIZE and LOCAL_RA
 from __future__ import annotations
 
 import argparse
+import gc
 
 import torch
 import torch.distributed as dist
@@ -39,6 +40,10 @@ def main() -> None:
             optimizer.step()
             losses.append(loss.item())
     print(f"rank {rank}/{world}: loss {losses[0]:.4f} -> {losses[-1]:.4f}", flush=True)
+    # DDP holds the process group in a reference cycle: free it (and its threads) while the interpreter is whole,
+    # or the collector may do it during shutdown and abort the process (SIGABRT) after the work is done.
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -7,6 +7,7 @@ The platform sets WORLD_SIZE, RANK, MASTER_ADDR and MASTER_PORT on every node of
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 
 import torch
@@ -51,6 +52,10 @@ def main() -> None:
             print(f"epoch {epoch + 1}/{args.epochs}: loss {loss.item():.5f}", flush=True)
     print(f"rank {rank} done", flush=True)
     if distributed:
+        # DDP holds the process group in a reference cycle: free it (and its threads) while the interpreter is
+        # whole, or the collector may do it during shutdown and abort the process (SIGABRT) after the work is done.
+        del model, optimizer
+        gc.collect()
         dist.destroy_process_group()
 
 
