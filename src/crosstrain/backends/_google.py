@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import parse_qs, urlencode
+
+from pydantic import AfterValidator
 
 from crosstrain import secrets
 from crosstrain.backends.base import HttpCall, Request, launcher_command, shown
@@ -133,6 +135,17 @@ def staging_problem(value: str) -> str | None:
     if not _STAGING.fullmatch(value):
         return f"{value!r} is not a Cloud Storage location; write gs://BUCKET or gs://BUCKET/PREFIX"
     return None
+
+
+def _staging_location(value: str | None) -> str | None:
+    problem = staging_problem(value) if value is not None else None
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+#: The `staging_bucket` setting of both Google targets: where a job's code package is uploaded.
+StagingBucket = Annotated[str | None, AfterValidator(_staging_location)]
 
 
 def staged_object(staging_bucket: str, short: str) -> tuple[str, str]:

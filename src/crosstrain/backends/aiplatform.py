@@ -40,6 +40,7 @@ from crosstrain.backends._google import (
     IDENTITY_LABEL,
     PYTHON_MODULE,
     SECRET_STORES,
+    StagingBucket,
     code_refusals,
     label_problems,
     labels,
@@ -47,7 +48,6 @@ from crosstrain.backends._google import (
     node_command,
     ship_code,
     staged_object,
-    staging_problem,
     storage_client,
     upload_call,
     upload_problems,
@@ -157,7 +157,7 @@ class AIPlatformSettings(TargetSettings):
     priority: int | None = Field(
         None, ge=0, le=1000, description="Scheduling priority among jobs that want the same accelerators (0-1000)."
     )
-    staging_bucket: str | None = setting(
+    staging_bucket: StagingBucket = setting(
         None,
         description="gs://BUCKET[/PREFIX] the job's `code` is uploaded to (as one content-addressed sdist).",
         env=("CROSSTRAIN_STAGING_BUCKET",),
@@ -176,14 +176,6 @@ class AIPlatformSettings(TargetSettings):
         description="API root (https://ml.mtls.googleapis.com for mTLS).",
         env=("CROSSTRAIN_AIPLATFORM_ENDPOINT",),
     )
-
-    @field_validator("staging_bucket")
-    @classmethod
-    def _staging(cls, value: str | None) -> str | None:
-        problem = staging_problem(value) if value is not None else None
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @field_validator("endpoint")
     @classmethod

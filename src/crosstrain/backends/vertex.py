@@ -49,6 +49,7 @@ from crosstrain.backends._google import (
     IDENTITY_LABEL,
     PYTHON_MODULE,
     SECRET_STORES,
+    StagingBucket,
     code_refusals,
     fuse_command,
     label_problems,
@@ -58,7 +59,6 @@ from crosstrain.backends._google import (
     runs_under_launcher,
     ship_code,
     staged_object,
-    staging_problem,
     storage_client,
     upload_call,
     upload_problems,
@@ -225,7 +225,7 @@ class VertexSettings(TargetSettings):
     base_output_dir: str | None = setting(
         None, description="gs:// prefix for AIP_MODEL_DIR and friends; overrides the job's `output_dir`."
     )
-    staging_bucket: str | None = setting(
+    staging_bucket: StagingBucket = setting(
         None,
         description="gs://BUCKET[/PREFIX] the job's `code` is uploaded to (as one content-addressed sdist).",
         env=("CROSSTRAIN_STAGING_BUCKET",),
@@ -235,14 +235,6 @@ class VertexSettings(TargetSettings):
         description="A pre-built training container (executor image URI) to run the job's code on; overrides "
         "the job's `environment`.",
     )
-
-    @field_validator("staging_bucket")
-    @classmethod
-    def _staging(cls, value: str | None) -> str | None:
-        problem = staging_problem(value) if value is not None else None
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @field_validator("region")
     @classmethod
