@@ -1,0 +1,22 @@
+# Excerpt of tensorflow/standard/legacy/criteo_tft/README.md (GoogleCloudPlatform/cloudml-samples, Apache-2.0, Copyright Google LLC): the command block, verbatim.
+JOB_ID="largeclicks_deep_$(date +%Y%m%d_%H%M%S)"
+gcloud ml-engine jobs submit training "$JOB_ID" \
+  --module-name trainer.task \
+  --package-path trainer \
+  --staging-bucket "$BUCKET" \
+  --region us-central1 \
+  --config config-large.yaml \
+  --async \
+  --runtime-version=1.4 \
+  -- \
+  --dataset large \
+  --model_type deep \
+  --hidden_units 1024 512 256 \
+  --batch_size 512 \
+  --eval_steps 250 \
+  --output_path "${GCS_PATH_LARGE}/model/${JOB_ID}" \
+  --raw_metadata_path "${PREPROCESS_OUTPUT_LARGE}/raw_metadata" \
+  --transformed_metadata_path "${PREPROCESS_OUTPUT_LARGE}/transformed_metadata" \
+  --transform_savedmodel "${PREPROCESS_OUTPUT_LARGE}/transform_fn" \
+  --eval_data_paths "${PREPROCESS_OUTPUT_LARGE}/features_eval*" \
+  --train_data_paths "${PREPROCESS_OUTPUT_LARGE}/features_train*"
