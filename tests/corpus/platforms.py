@@ -80,15 +80,16 @@ def diff(original: Any, crosstrain: Any, path: str = "") -> list[Difference]:
 
 
 def substitute(text: str, variables: dict[str, str]) -> str:
-    """`$NAME` and `${NAME}` replaced from `variables`, as the shell would before gcloud sees the line."""
+    """`$NAME` and `${NAME}` replaced from `variables`, as the shell would before gcloud sees the line (and
+    `{NAME}`, as IPython does in a notebook's `!gcloud ...` line)."""
 
     def value(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(2)
+        name = match.group(1) or match.group(2) or match.group(3)
         if name not in variables:
             raise KeyError(f"the command line uses ${name}: give it a value in source.yaml's variables")
         return variables[name]
 
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, text)
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)|(?<![$\w])\{(\w+)\}", value, text)
 
 
 def command_line(path: Path, variables: dict[str, str]) -> list[str]:
@@ -96,7 +97,8 @@ def command_line(path: Path, variables: dict[str, str]) -> list[str]:
     variables replaced from `variables`), as gcloud receives them."""
     text = "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
     logical = text.replace("\\\n", " ").splitlines()
-    line = next(line for line in logical if line.lstrip().startswith("gcloud "))
+    commands = [line.lstrip().lstrip("!").lstrip() for line in logical]  # `!gcloud` is a notebook's shell line
+    line = next(line for line in commands if line.startswith("gcloud "))
     return shlex.split(substitute(line, variables))
 
 
@@ -122,6 +124,28 @@ def flags(words: list[str], start: int) -> tuple[dict[str, list[str]], list[str]
         found.setdefault(name, []).append(value)
         index += 1
     return found, rest
+
+
+def shell_line(command: str) -> bool:
+    """Whether the shell that runs an Azure command would do more than split it into words: an operator
+    (`&&`, `|`, `;`, `>`...) outside quotes, a `$` or backquote outside single quotes, or several lines."""
+    quote, escaped = "", False
+    for char in command.strip():
+        if escaped:
+            escaped = False
+        elif quote == "'":
+            quote = "" if char == "'" else quote
+        elif char == "\\":
+            escaped = True
+        elif char in "$`\n":
+            return True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "();<>|&":
+            return True
+    return False
 
 
 # -- Azure ML ----------------------------------------------------------------------------------------------------
@@ -154,7 +178,8 @@ def azureml_normalize(props: dict[str, Any], crosstrain: bool) -> dict[str, Any]
     - literal `inputs` (numbers, strings) are put into the command where `${{inputs.NAME}}` names them: Azure does
       exactly that before the node starts, so the node runs the same words; data inputs stay and are compared;
     - `command` is compared as its words (shlex), so folded YAML's line breaks and quoting style do not count;
-      a crosstrain command that runs through its code bundle is unwrapped (BUNDLE_PREFIXES);
+      a crosstrain command that runs through its code bundle is unwrapped (BUNDLE_PREFIXES); but a command
+      the node's shell would treat differently from its words (shell_line) is compared as the line itself;
     - `codeId` becomes whether code is shipped: the asset's name is the content hash on one side and the SDK's
       local folder on the other, and the bundle's content is the same folder;
     - `computeId` and `environmentId` are compared by name: the SDK resolves `azureml:NAME` to the workspace's
@@ -169,10 +194,11 @@ def azureml_normalize(props: dict[str, Any], crosstrain: bool) -> dict[str, Any]
     for name, value in literals.items():
         command = re.sub(r"\$\{\{\s*inputs\." + re.escape(name) + r"\s*\}\}", value, command)
     p["inputs"] = {k: v for k, v in inputs.items() if k not in literals}
-    argv = shlex.split(command) if "\n" not in command.strip() else [command.strip()]
-    if crosstrain and p.get("codeId"):
-        argv, _ = unbundle(argv)
-    p["command"] = argv
+    if shell_line(command):
+        p["command"] = command.strip()
+    else:
+        argv = shlex.split(command)
+        p["command"] = unbundle(argv)[0] if crosstrain and p.get("codeId") else argv
     p["code"] = bool(p.pop("codeId", None))
     for key in ("computeId", "environmentId"):
         value = str(p.get(key) or "")
