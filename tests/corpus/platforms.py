@@ -35,6 +35,8 @@ IMAGE_ENTRYPOINT = "<the image's entrypoint>"
 #: The folder aiplatform.CustomJob makes up under the staging bucket when given no base_output_dir
 #: (`aiplatform-custom-job-<date>-<time>`), with the time left out so that the test is repeatable.
 SDK_OUTPUT = "aiplatform-custom-job-<time of the call>"
+#: An SDK call's keyword arguments, transcribed from a notebook cell (Vertex AI's CustomJob, Azure's command).
+SDK_CALL = "sdk-call.yaml"
 
 
 def prune(value: Any) -> Any:
@@ -151,13 +153,14 @@ def shell_line(command: str) -> bool:
 # -- Azure ML ----------------------------------------------------------------------------------------------------
 def azureml_original(case: Case) -> dict[str, Any]:
     """What azure-ai-ml sends for the YAML: `load_job(path)` (the CLI's `az ml job create -f` reads it the same
-    way), then the command job's REST object, `JobBase.properties`."""
+    way), or for an SDK call (sdk-call.yaml) `azure.ai.ml.command(**arguments)`; then the command job's REST
+    object, `JobBase.properties`."""
     from azure.ai.ml import load_job
     from azure.ai.ml.entities import Environment
 
     logging.disable(logging.WARNING)  # "experimental class" notices
     try:
-        node: Any = load_job(case.original)
+        node: Any = _azureml_command(case.original) if case.original.name == SDK_CALL else load_job(case.original)
         job = node._to_job() if hasattr(node, "_to_job") else node
         environment = job.environment
         props: dict[str, Any] = job._to_rest_object().as_dict()["properties"]
@@ -166,6 +169,12 @@ def azureml_original(case: Case) -> dict[str, Any]:
     if isinstance(environment, Environment):  # an inline image: registered as an anonymous environment
         props["environmentId"] = f"CliV2AnonymousEnvironment:{environment.version}"
     return props
+
+
+def _azureml_command(path: Path) -> Any:
+    from azure.ai.ml import command
+
+    return command(**yaml.safe_load(path.read_text()))
 
 
 def azureml_crosstrain(request: Request) -> dict[str, Any]:
@@ -319,7 +328,7 @@ def _vertex_proto(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def vertex_original(case: Case) -> dict[str, Any]:
-    body, region = vertex_gcloud(case) if case.original.suffix == ".sh" else vertex_sdk(case)
+    body, region = vertex_sdk(case) if case.original.name == SDK_CALL else vertex_gcloud(case)
     return {"region": region, **body}
 
 
