@@ -84,7 +84,8 @@ def test_backends_render_a_command_this_launcher_parses(capsys: pytest.CaptureFi
 
 
 def test_the_children_detect_themselves_afresh() -> None:
-    assert child_environment({"CROSSTRAIN_PLATFORM": "vertex", "A": "1"}) == {"A": "1"}
+    env = detect(vertex())
+    assert child_environment({"CROSSTRAIN_PLATFORM": "vertex", "A": "1"}, env, TORCHRUN) == {"A": "1", "NODE_RANK": "0"}
 
 
 @pytest.mark.parametrize(
@@ -160,7 +161,7 @@ def test_the_rendered_node_count_settles_azures_ambiguous_node_0() -> None:
 
 def test_a_command_run_as_is_gets_torchruns_variables_and_a_lone_process_none() -> None:
     mpi = CASES["azure mpi seed (Open MPI), rank 5 of 8"][0]
-    child = child_environment(mpi, detect(mpi))
+    child = child_environment(mpi, detect(mpi), CMD)
     assert {k: child[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")} == {
         "RANK": "5",
         "WORLD_SIZE": "8",
@@ -168,7 +169,7 @@ def test_a_command_run_as_is_gets_torchruns_variables_and_a_lone_process_none() 
         "LOCAL_WORLD_SIZE": "4",
     }
     assert (child["NODE_RANK"], child["GROUP_RANK"], child["MASTER_ADDR"]) == ("1", "1", "10.0.0.4")
-    assert child_environment({"A": "1"}, detect({})) == {"A": "1"}  # init() picks a free port for it
+    assert child_environment({"A": "1"}, detect({}), CMD) == {"A": "1"}  # init() picks a free port for it
 
 
 def test_torchruns_children_see_the_node_rank_vertex_never_sets(tmp_path: Path) -> None:

@@ -93,22 +93,22 @@ def with_node_count(env: ClusterEnv, nnodes: int | None) -> ClusterEnv:
     return dataclasses.replace(env, nnodes=nnodes, nproc_per_node=env.world_size // nnodes)
 
 
-def child_environment(
-    environ: Mapping[str, str], env: ClusterEnv | None = None, *, under_torchrun: bool = False
-) -> dict[str, str]:
-    """What the started process inherits: torchrun's variables, so that frameworks (Lightning, Accelerate) read
-    the job as under torchrun. torchrun sets all but `NODE_RANK` (its node rank is `GROUP_RANK`), which this adds;
-    a command run as is, as one rank, gets the rank's (`RANK` from MPI's variables, or from a node's in disguise).
-    A forced platform is dropped: the children detect themselves afresh (as torchelastic)."""
+def child_environment(environ: Mapping[str, str], env: ClusterEnv, line: Sequence[str]) -> dict[str, str]:
+    """What `line` inherits: torchrun's variables, so that frameworks (Lightning, Accelerate) read the job as under
+    torchrun. torchrun sets all but `NODE_RANK` (its node rank is `GROUP_RANK`), which this adds for its children;
+    a command run as is, as one rank, gets the rank's (`RANK` from MPI's variables, or a node's in disguise). A
+    forced platform is dropped: the children detect themselves afresh (as torchelastic)."""
     child = {k: v for k, v in environ.items() if k != OVERRIDE_VARIABLE}
-    if env is None:
-        return child
-    if under_torchrun:
+    if _starts_torchrun(line):
         if env.node_rank is not None:
             child["NODE_RANK"] = str(env.node_rank)
     elif env.process_level and env.platform != SingleProcess.name:  # a lone process keeps a free port at init()
         child.update(env.torch_variables())
     return child
+
+
+def _starts_torchrun(line: Sequence[str]) -> bool:
+    return "torch.distributed.run" in line[:3]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"crosstrain.launch: error: {line[0]}: command not found", file=sys.stderr)
         return COMMAND_NOT_FOUND
     sys.stdout.flush()
-    os.execve(executable, line, child_environment(os.environ, env, under_torchrun=line != args.command))
+    os.execve(executable, line, child_environment(os.environ, env, line))
     return 0  # not reached: exec replaced this process
 
 

@@ -148,12 +148,12 @@ def what_the_command_sees(case: Case, environ: dict[str, str]) -> list[dict[str,
     env = with_node_count(detect(environ), case.nnodes)
     line = plan(env, str(case.nproc), CMD)
     if line == CMD:
-        return [child_environment(environ, env)]
+        return [child_environment(environ, env, line)]
     flags = dict(arg[2:].split("=", 1) for arg in line if arg.startswith("--") and "=" in arg)
     assert flags["nproc_per_node"] == str(case.nproc)
     torchrun = Topology(int(flags["nnodes"]), case.nproc, flags["master_addr"], int(flags["master_port"]))
     node_rank = int(flags["node_rank"])
-    inherited = child_environment(environ, env, under_torchrun=True)
+    inherited = child_environment(environ, env, line)
     return [
         {**inherited, **worker} for worker in TorchElastic.emulate(torchrun) if worker["GROUP_RANK"] == str(node_rank)
     ]
