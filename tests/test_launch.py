@@ -7,14 +7,17 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from crosstrain.backends.base import launcher_command
 from crosstrain.launch import child_environment, main, plan, with_node_count
 from crosstrain.runtime import ClusterEnvError, detect
+from crosstrain.runtime.platforms import Topology, VertexAI
 from tests.conftest import ROOT
 from tests.runtime.test_env import CASES, vertex
+from tests.runtime.test_multiprocess import free_port
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 CMD = ["python", "-m", "train", "--epochs", "3"]
@@ -81,7 +84,8 @@ def test_backends_render_a_command_this_launcher_parses(capsys: pytest.CaptureFi
 
 
 def test_the_children_detect_themselves_afresh() -> None:
-    assert child_environment({"CROSSTRAIN_PLATFORM": "vertex", "A": "1"}) == {"A": "1"}
+    env = detect(vertex())
+    assert child_environment({"CROSSTRAIN_PLATFORM": "vertex", "A": "1"}, env, TORCHRUN) == {"A": "1", "NODE_RANK": "0"}
 
 
 @pytest.mark.parametrize(
@@ -105,11 +109,14 @@ def test_a_bad_environment_exits_2_naming_platform_and_variable(
     assert "fix: run the training command" in err
 
 
+def clean_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "CLUSTER"))}
+
+
 def launch(*command: str, **env: str) -> subprocess.Popen[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "CLUSTER"))}
     return subprocess.Popen(
         [sys.executable, "-m", "crosstrain.launch", "--", *command],
-        env={**clean, "PYTHONPATH": str(ROOT / "src"), **env},
+        env={**clean_environment(), "PYTHONPATH": str(ROOT / "src"), **env},
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -150,3 +157,41 @@ def test_the_rendered_node_count_settles_azures_ambiguous_node_0() -> None:
     assert "--nproc_per_node=4" in line
     with pytest.raises(ClusterEnvError, match="not a multiple of --nnodes 3"):
         with_node_count(node0, 3)
+
+
+def test_a_command_run_as_is_gets_torchruns_variables_and_a_lone_process_none() -> None:
+    mpi = CASES["azure mpi seed (Open MPI), rank 5 of 8"][0]
+    child = child_environment(mpi, detect(mpi), CMD)
+    assert {k: child[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")} == {
+        "RANK": "5",
+        "WORLD_SIZE": "8",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "4",
+    }
+    assert (child["NODE_RANK"], child["GROUP_RANK"], child["MASTER_ADDR"]) == ("1", "1", "10.0.0.4")
+    assert child_environment({"A": "1"}, detect({}), CMD) == {"A": "1"}  # init() picks a free port for it
+
+
+def test_torchruns_children_see_the_node_rank_vertex_never_sets(tmp_path: Path) -> None:
+    """Real torchrun under the launcher on two Vertex nodes: each rank sees torchrun's variables and NODE_RANK,
+    and none sees Vertex's node-level RANK/WORLD_SIZE (Lightning-AI/pytorch-lightning#13374)."""
+    names = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR"]
+    show = (
+        f"import os, sys; print(*[os.environ.get(n) for n in {names!r}], "
+        "file=open(sys.argv[1] + os.environ['RANK'], 'w'))"
+    )
+    command = [sys.executable, "-c", show, str(tmp_path / "r")]
+    port = str(free_port())
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "crosstrain.launch", "--nproc-per-node", "2", "--", *command],
+            env={**clean_environment(), "PYTHONPATH": str(ROOT / "src"), **environ, "MASTER_PORT": port},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for environ in VertexAI.emulate(Topology(2, job_id="j"))
+    ]
+    errors = [node.communicate(timeout=120)[1] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], errors
+    seen = [(tmp_path / f"r{rank}").read_text().split() for rank in range(4)]
+    assert seen == [[str(r), "4", str(r % 2), "2", str(r // 2), str(r // 2), "127.0.0.1"] for r in range(4)]

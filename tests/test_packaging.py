@@ -55,6 +55,15 @@ def test_the_archive_holds_the_files_less_the_ignored_ones_and_crosstrains_runti
     assert not any("data/" in name or name.endswith(".pyc") or "/.git/" in name for name in members)
 
 
+def test_every_runtime_module_travels() -> None:
+    """A module added under crosstrain/runtime/ (one per platform) that the bundle leaves out would fail to import
+    on a node with no crosstrain installed."""
+    source = Path(packaging.__file__).parent
+    runtime = {str(path.relative_to(source)) for path in (source / "runtime").rglob("*.py")}
+    assert runtime <= set(packaging.RUNTIME_FILES)
+    assert "runtime/platforms/vertex.py" in runtime
+
+
 def test_crosstrainignore_wins_over_gitignore(tmp_path: Path) -> None:
     root = _tree(tmp_path, {"a.py": "", "b.py": "", ".gitignore": "a.py\n", ".crosstrainignore": "b.py\n"})
     made = packaging.bundle(root)

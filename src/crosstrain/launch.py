@@ -17,7 +17,7 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 
-from crosstrain.runtime.env import OVERRIDE_VARIABLE, ClusterEnv, ClusterEnvError, detect
+from crosstrain.runtime.env import OVERRIDE_VARIABLE, ClusterEnv, ClusterEnvError, SingleProcess, detect
 
 USAGE_ERROR = 2
 COMMAND_NOT_FOUND = 127
@@ -93,9 +93,22 @@ def with_node_count(env: ClusterEnv, nnodes: int | None) -> ClusterEnv:
     return dataclasses.replace(env, nnodes=nnodes, nproc_per_node=env.world_size // nnodes)
 
 
-def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The launched processes detect themselves afresh (as torchelastic): a forced platform would mislead them."""
-    return {k: v for k, v in environ.items() if k != OVERRIDE_VARIABLE}
+def child_environment(environ: Mapping[str, str], env: ClusterEnv, line: Sequence[str]) -> dict[str, str]:
+    """What `line` inherits: torchrun's variables, so that frameworks (Lightning, Accelerate) read the job as under
+    torchrun. torchrun sets all but `NODE_RANK` (its node rank is `GROUP_RANK`), which this adds for its children;
+    a command run as is, as one rank, gets the rank's (`RANK` from MPI's variables, or a node's in disguise). A
+    forced platform is dropped: the children detect themselves afresh (as torchelastic)."""
+    child = {k: v for k, v in environ.items() if k != OVERRIDE_VARIABLE}
+    if _starts_torchrun(line):
+        if env.node_rank is not None:
+            child["NODE_RANK"] = str(env.node_rank)
+    elif env.process_level and env.platform != SingleProcess.name:  # a lone process keeps a free port at init()
+        child.update(env.torch_variables())
+    return child
+
+
+def _starts_torchrun(line: Sequence[str]) -> bool:
+    return "torch.distributed.run" in line[:3]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"crosstrain.launch: error: {line[0]}: command not found", file=sys.stderr)
         return COMMAND_NOT_FOUND
     sys.stdout.flush()
-    os.execve(executable, line, child_environment(os.environ))
+    os.execve(executable, line, child_environment(os.environ, env, line))
     return 0  # not reached: exec replaced this process
 
 

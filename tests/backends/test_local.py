@@ -160,6 +160,39 @@ def test_what_the_emulated_platform_refuses_is_refused_with_its_reason() -> None
         render({"name": "t"})
 
 
+ACCOUNTS = {
+    "vertex": {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket"},
+    "aiplatform": {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket"},
+    "azureml": {"subscription_id": "0" * 8 + "-0000-0000-0000-" + "0" * 12, "resource_group": "r", "workspace": "w"},
+    "databricks": {"host": "https://x.cloud.databricks.com"},
+}
+
+
+@pytest.mark.parametrize(
+    ("emulate", "machine"),
+    [
+        ("azureml", "T4:2"),
+        ("azureml-mpi", "T4:2"),
+        ("vertex", "A10G:1"),
+        ("aiplatform", "A10G:1"),
+        ("databricks", "T4:3"),
+    ],
+)
+def test_a_machine_the_targets_catalog_lacks_is_refused_as_the_target_refuses_it(emulate: str, machine: str) -> None:
+    """The issue's cases: `--emulate azureml` ran `T4:2` and `--emulate vertex` ran `A10G:1`, which the targets
+    refuse. The emulation refuses them with the target's own problem, through the target's own render."""
+    target = "azureml" if emulate == "azureml-mpi" else emulate
+    job = {**JOB, "image": "img:1", "primary": {"machine": machine}, "targets": {}}
+    with pytest.raises(Unsupported) as by_target:
+        crosstrain.render(job, target, environ={}, **ACCOUNTS[target])
+    with pytest.raises(Unsupported) as emulated:
+        render({**job, "targets": {"local": {}}}, emulate=emulate)
+    [problem] = emulated.value.problems
+    [same] = [p for p in by_target.value.problems if p.path == problem.path]
+    assert problem.path.startswith("primary.machine.accelerator")
+    assert (problem.message, problem.fix) == (f"emulating {target}: {same.message}", same.fix)
+
+
 def test_the_inherited_environment_places_no_process() -> None:
     outer = {"RANK": "3", "OMPI_COMM_WORLD_RANK": "1", "CLUSTER_SPEC": "{}", "HOME": "/h", "LOCAL_DATA": "x"}
     assert inherited_environment(outer) == {"HOME": "/h", "LOCAL_DATA": "x"}

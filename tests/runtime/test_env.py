@@ -340,6 +340,7 @@ def test_torch_variables_are_process_level() -> None:
         "LOCAL_RANK": "1",
         "LOCAL_WORLD_SIZE": "4",
         "NODE_RANK": "1",
+        "GROUP_RANK": "1",  # torchrun's name for the node rank, which frameworks read too
     }
     with pytest.raises(ClusterEnvError, match=r"(?s)vertex: RANK: .*one per node.*crosstrain\.launch"):
         detect(vertex()).torch_variables()

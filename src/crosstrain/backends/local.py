@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
-import json
 import os
 import shlex
 import shutil
@@ -48,6 +47,15 @@ from crosstrain.backends.base import (
 )
 from crosstrain.errors import MissingDependency, Problem, SpecError, Unsupported
 from crosstrain.packaging import ARCHIVE_NAME, PACKAGE, VERSION, CodeRef
+from crosstrain.runtime.platforms import (
+    AIPlatformTraining,
+    AzureMLMPI,
+    AzureMLPyTorch,
+    Topology,
+    VertexAI,
+    azureml,
+    vertex,
+)
 from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings
 from crosstrain.spec import Launch, Machine, SecretRef, TrainingJob
@@ -507,13 +515,10 @@ def _runs_torchrun(argv: list[str]) -> bool:
 def _vertex_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
     body, nodes = request.create.body, job.nodes
     specs = body["jobSpec"]["workerPoolSpecs"]
-    cluster = {"workerpool0": [f"{LOOPBACK}:2222"]}
-    if nodes > 1:
-        cluster["workerpool1"] = [f"{LOOPBACK}:{2223 + i}" for i in range(nodes - 1)]
     output = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
+    platform = VertexAI.emulate(_topology(nodes, 1, request.identity))
     plan = []
     for node in range(nodes):
-        pool, index = ("workerpool0", 0) if node == 0 else ("workerpool1", node - 1)
         spec = specs[0 if node == 0 else 1]
         if "pythonPackageSpec" in spec:  # the package pip-installed on a pre-built container: here, unpacked
             container = spec["pythonPackageSpec"]
@@ -525,25 +530,17 @@ def _vertex_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]
             if fused is not None:  # the archive read through the FUSE mount: here, the one unpacked for the run
                 argv = ["python", "-m", PACKAGE, *fused]
         env = {item["name"]: item["value"] for item in container.get("env", [])}
-        task = {"type": pool, "index": index, "trial": ""}
-        env["CLUSTER_SPEC"] = json.dumps({"cluster": cluster, "task": task, "environment": "cloud"})
-        env["CLOUD_ML_JOB_ID"] = request.identity
-        # Vertex sets the node-level variables only on multi-replica jobs; the port is always set here, since a
-        # fixed default (29500) would collide between local runs.
-        env.update({"MASTER_ADDR": LOOPBACK, "MASTER_PORT": PORT})
-        if nodes > 1:
-            env.update({"RANK": str(node), "WORLD_SIZE": str(nodes)})
+        env.update(platform[node])
         if output:
-            base = output.rstrip("/")
-            env.update(
-                {
-                    "AIP_MODEL_DIR": f"{base}/model/",
-                    "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
-                    "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/",
-                }
-            )
+            env.update(vertex.output_variables(output))
         plan.append(_node_process(node, nproc, argv, env))
     return plan
+
+
+def _topology(nodes: int, per_node: int, job_id: str) -> Topology:
+    """The emulated platform's nodes, all on loopback, meeting at the run's free port: set even on one node, where
+    a platform would leave a fixed default (29500) that runs side by side on this machine would share."""
+    return Topology(nodes, per_node, LOOPBACK, PORT, job_id, always_rendezvous=True)
 
 
 def _node_process(node: int, nproc: int, argv: list[str], env: dict[str, str]) -> _Node:
@@ -560,7 +557,7 @@ def _node_process(node: int, nproc: int, argv: list[str], env: dict[str, str]) -
 def _aiplatform_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
     body, nodes = request.create.body, job.nodes
     training = body["trainingInput"]
-    cluster = {"master": [f"{LOOPBACK}:2222"], "worker": [f"{LOOPBACK}:{2223 + i}" for i in range(nodes - 1)]}
+    platform = AIPlatformTraining.emulate(_topology(nodes, 1, body["jobId"]))
     plan = []
     for node in range(nodes):
         config = training["masterConfig"] if node == 0 else training.get("workerConfig", training["masterConfig"])
@@ -568,16 +565,7 @@ def _aiplatform_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_N
             argv = ["python", "-m", training["pythonModule"], *training.get("args", [])]
         else:
             argv = [*config.get("containerCommand", []), *config.get("containerArgs", [])]
-        task = {"type": "master", "index": 0} if node == 0 else {"type": "worker", "index": node - 1}
-        env = {
-            "MASTER_ADDR": LOOPBACK,
-            "MASTER_PORT": PORT,
-            "WORLD_SIZE": str(nodes),
-            "RANK": str(node),
-            "TF_CONFIG": json.dumps({"cluster": cluster, "task": task, "environment": "cloud"}),
-            "CLOUD_ML_JOB_ID": body["jobId"],
-        }
-        plan.append(_node_process(node, nproc, argv, env))
+        plan.append(_node_process(node, nproc, argv, platform[node]))
     return plan
 
 
@@ -596,40 +584,20 @@ def _azureml_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node
         words = shlex.split(props["command"])
         if words[:3] == ["python", "-m", PACKAGE]:
             argv = words
-    base = {**(props.get("environmentVariables") or {}), "AZUREML_RUN_ID": request.identity}
-    world = nodes * per_node
+    job_env = props.get("environmentVariables") or {}
+    topology = _topology(nodes, per_node, request.identity)
+    if kind == "Mpi":
+        platform = AzureMLMPI.emulate(topology)
+    elif kind == "PyTorch":
+        platform = AzureMLPyTorch.emulate(topology)
+    else:  # no distribution: Azure starts the command on each node with nothing but the run's identity
+        platform = [azureml.job_variables(request.identity)] * (nodes * per_node)
     plan = []
-    for node in range(nodes):
-        for local in range(per_node):
-            rank = node * per_node + local
-            env = dict(base)
-            if kind == "Mpi":
-                env.update(
-                    {
-                        "OMPI_COMM_WORLD_RANK": str(rank),
-                        "OMPI_COMM_WORLD_SIZE": str(world),
-                        "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
-                        "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_node),
-                        "OMPI_COMM_WORLD_NODE_RANK": str(local),  # Open MPI's meaning, not the node index
-                        "AZ_BATCHAI_MPI_MASTER_NODE": LOOPBACK,
-                        # Azure sets it on multi-node jobs only; always here, since a fixed port would collide.
-                        "AZ_BATCH_MASTER_NODE": f"{LOOPBACK}:{PORT}",
-                    }
-                )
-            elif kind == "PyTorch":
-                env.update(
-                    {
-                        "MASTER_ADDR": LOOPBACK,
-                        "MASTER_PORT": PORT,
-                        "WORLD_SIZE": str(world),
-                        "NODE_RANK": str(node),
-                        "RANK": str(rank),
-                        "LOCAL_RANK": str(local),
-                    }
-                )
-            name = f"node{node}" if per_node == 1 else f"node{node} rank{rank}"
-            process = _node_process(node, nproc, argv, env) if per_node == 1 else None
-            plan.append(process or _Node(name, node, [rank], argv, env))
+    for (rank, node, _), variables in zip(topology.ranks(), platform, strict=True):
+        env = {**job_env, **variables}
+        name = f"node{node}" if per_node == 1 else f"node{node} rank{rank}"
+        process = _node_process(node, nproc, argv, env) if per_node == 1 else None
+        plan.append(process or _Node(name, node, [rank], argv, env))
     return plan
 
 
