@@ -54,6 +54,8 @@ from crosstrain.backends._google import (
     uploaded_object,
 )
 from crosstrain.backends.base import (
+    FINGERPRINT_WHY,
+    IDENTITY_WHY,
     Backend,
     Capabilities,
     HttpCall,
@@ -220,6 +222,12 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         environments=True,
     )
     conflict_fix = "submit with --run-id new (or another run_id): AI Platform keeps a jobId for good"
+    patch_schema = "aiplatform"
+    owned_fields = {
+        ("jobId",): IDENTITY_WHY,
+        ("labels", IDENTITY_LABEL): IDENTITY_WHY,
+        ("labels", FINGERPRINT_LABEL): FINGERPRINT_WHY,
+    }
 
     def __init__(
         self,

@@ -65,6 +65,8 @@ from crosstrain.backends._google import (
     uploaded_object,
 )
 from crosstrain.backends.base import (
+    FINGERPRINT_WHY,
+    IDENTITY_WHY,
     Backend,
     Capabilities,
     HttpCall,
@@ -280,6 +282,8 @@ class VertexBackend(Backend[VertexSettings]):
     conflict_fix = (
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
     )
+    patch_schema = "vertex"
+    owned_fields = {("labels", IDENTITY_LABEL): IDENTITY_WHY, ("labels", FINGERPRINT_LABEL): FINGERPRINT_WHY}
 
     def __init__(
         self,
