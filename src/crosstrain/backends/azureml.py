@@ -285,6 +285,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
             )
         except catalog.CatalogError as exc:
             problems.append(exc.problem)
+    refused = bool(problems)  # a machine named and refused: "names no machine" would mislead
     nodes, framework = job.nodes, str(job.launch.framework)
     per_node = job.processes_per_node(machine.gpu_count)
     config = settings.distributed_job_config
@@ -332,7 +333,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
                 f"use at most {machine.gpu_count} processes per node",
             )
         )
-    if not settings.compute and not machine.machine_type:
+    if not settings.compute and not machine.machine_type and not refused:
         problems.append(
             Problem(
                 "primary.machine",

@@ -1023,13 +1023,16 @@ def _reduction_server_problems(job: TrainingJob, machines: Mapping[str, _Machine
                 "remove `parameter_servers` or `reduction_server`",
             )
         )
-    training = [machines[r] for r in ("primary", "workers") if r in machines]
-    if training and not all(m.gpu_count for m in training):
+    without = [r for r in ("primary", "workers") if r in machines and not machines[r].gpu_count]
+    if without:
+        which = "neither primary nor workers have" if len(without) == 2 else f"{without[0]} has"
+        pools = job.pools()
+        path = next(p.machine_path for p in pools if p.role == without[0]) if len(without) == 1 else "reduction_server"
         problems.append(
             Problem(
-                "reduction_server",
-                "the reduction server speeds up NCCL all-reduce between GPU nodes, and the training pools have no GPUs",
-                "give primary and workers GPUs (e.g. `machine: A100:8`), or remove `reduction_server`",
+                path,
+                f"the reduction server speeds up NCCL all-reduce between GPU nodes, and {which} no GPUs",
+                f"give {' and '.join(without)} GPUs (e.g. `machine: A100:8`), or remove `reduction_server`",
             )
         )
     if job.nodes < 2:
