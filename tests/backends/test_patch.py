@@ -303,3 +303,21 @@ def test_the_committed_schemas_are_those_the_pinned_sdks_give() -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_every_example_in_the_docs_renders_and_is_valid() -> None:
+    import re
+
+    import yaml
+
+    text = (ROOT / "docs" / "patch.md").read_text()
+    examples = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)]
+    tried = set()
+    for example in examples:
+        ((target, section),) = example["targets"].items()
+        if target not in SETTINGS:
+            continue
+        spec = job_from_dict({**BASE_JOB, "targets": {target: {**SETTINGS[target], **section}}})
+        assert_valid(create_backend(target, environ={}).render(spec))
+        tried.add(target)
+    assert tried == set(SETTINGS)
