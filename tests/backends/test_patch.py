@@ -321,3 +321,13 @@ def test_every_example_in_the_docs_renders_and_is_valid() -> None:
         assert_valid(create_backend(target, environ={}).render(spec))
         tried.add(target)
     assert tried == set(SETTINGS)
+
+
+def test_the_gcloud_form_keeps_a_patched_machine_and_says_what_it_cannot_send() -> None:
+    patch = {
+        "jobSpec": {"workerPoolSpecs": {"0": {"machineSpec": {"tpuTopology": "2x2"}}}},
+        "encryptionSpec": {"kmsKeyName": "projects/p/locations/l/keyRings/r/cryptoKeys/k"},
+    }
+    text = create_backend("vertex", environ={}).format(render("vertex", patch), "gcloud")
+    assert "tpuTopology: 2x2" in text  # in the --config file: the flags have no TPU topology
+    assert "# gcloud has no flag or config field for encryptionSpec" in text

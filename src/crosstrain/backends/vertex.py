@@ -1142,6 +1142,9 @@ def gcloud_command(request: Request) -> str:
         f"# crosstrain submit uploads the code package first (gcloud does not): gs://{bucket}/{name}\n"
         for bucket, name in uploads
     )
+    unsent = sorted(set(body) - {"displayName", "labels", "jobSpec"})  # from targets.vertex.patch
+    if unsent:
+        first += f"# gcloud has no flag or config field for {', '.join(unsent)}; crosstrain submit sends them\n"
     flags = _pool_flags(spec)
     if flags is not None:
         return first + _shell(head + flags)
@@ -1163,6 +1166,8 @@ def _pool_flags(spec: Mapping[str, Any]) -> list[str] | None:
     pools = spec["workerPoolSpecs"]
     if set(spec) - _FLAG_SPEC_KEYS or any(not pool or set(pool) - _FLAG_POOL_KEYS for pool in pools):
         return None
+    if any(set(pool["machineSpec"]) - {"machineType", "acceleratorType", "acceleratorCount"} for pool in pools):
+        return None  # e.g. a TPU topology from targets.vertex.patch
     containers = [pool["containerSpec"] for pool in pools]
     if any(set(c) - {"imageUri", "command", "args"} for c in containers):
         return None
