@@ -652,6 +652,12 @@ def test_local_emulation_of_a_tier_runs_its_one_machine() -> None:
     assert len({p["node"] for p in request.create.body["processes"]}) == 1
     with pytest.raises(Unsupported, match="scale tier of AI Platform Training"):
         create_backend("local", environ={}).render(spec)
+    # A tier that sizes its own cluster is a TensorFlow job, which the local target does not run.
+    sized = job_from_dict(
+        merge(BASE_JOB, {**SINGLE, "primary": {"machine": "STANDARD_1"}, "launch": {"framework": "tensorflow"}})
+    )
+    with pytest.raises(Unsupported, match="cannot run tensorflow"):
+        create_backend("local", environ={}).render(sized, {"emulate": "aiplatform"})
 
 
 # -- TensorFlow: AI Platform sets TF_CONFIG itself and runs parameter servers ---------------------------------------

@@ -331,3 +331,17 @@ def test_the_gcloud_form_keeps_a_patched_machine_and_says_what_it_cannot_send() 
     text = create_backend("vertex", environ={}).format(render("vertex", patch), "gcloud")
     assert "tpuTopology: 2x2" in text  # in the --config file: the flags have no TPU topology
     assert "# gcloud has no flag or config field for encryptionSpec" in text
+
+
+def test_checking_a_patch_imports_no_cloud_sdk() -> None:
+    from crosstrain.testing.conformance import HEAVY_MODULES
+    from tests.test_imports import BLOCKER, importtime
+
+    code = (
+        "from crosstrain.loader import job_from_dict; from crosstrain.backends import create_backend\n"
+        f"spec = job_from_dict({BASE_JOB!r} | {{'targets': {{'azureml': {{'patch': {USEFUL['azureml'][0]!r}}}}}}})\n"
+        f"create_backend('azureml', environ={{}}).render(spec, {SETTINGS['azureml']!r})\n"
+    )
+    modules = importtime(BLOCKER.format(heavy=HEAVY_MODULES) + code)
+    assert "crosstrain.patch" in modules
+    assert not [m for m in modules if m.startswith(HEAVY_MODULES)]
