@@ -345,3 +345,14 @@ def test_checking_a_patch_imports_no_cloud_sdk() -> None:
     modules = importtime(BLOCKER.format(heavy=HEAVY_MODULES) + code)
     assert "crosstrain.patch" in modules
     assert not [m for m in modules if m.startswith(HEAVY_MODULES)]
+
+
+def test_the_az_yaml_says_which_patched_fields_it_cannot_write() -> None:
+    patch = {"properties": {"notificationSetting": {"emails": ["ml@example.com"]}}}
+    text = create_backend("azureml", environ={}).format(render("azureml", patch), "az-yaml")
+    assert text.startswith("# not in this YAML: notificationSetting")
+    assert (
+        not create_backend("azureml", environ={})
+        .format(render("azureml", USEFUL["azureml"][0]), "az-yaml")
+        .startswith("#")
+    )

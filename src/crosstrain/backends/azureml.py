@@ -843,7 +843,14 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             return super().format(request, fmt)
         import yaml
 
-        return yaml.safe_dump(cli_yaml(request), sort_keys=False, allow_unicode=True, width=120)
+        text = yaml.safe_dump(cli_yaml(request), sort_keys=False, allow_unicode=True, width=120)
+        unsaid = sorted(set(request.create.body.get("properties") or {}) - _CLI_FIELDS)  # a patch's
+        if unsaid:
+            text = (
+                f"# not in this YAML: {', '.join(unsaid)} (targets.azureml.patch); crosstrain submit sends them\n"
+                + text
+            )
+        return text
 
     # -- where credentials may go -------------------------------------------------------------------------
     binding_settings = ("subscription_id", "resource_group", "workspace")
@@ -1302,6 +1309,16 @@ class _CodeCalls:
 
 
 # -- the CLI v2 YAML form ----------------------------------------------------------------------------------
+#: The job properties `cli_yaml` writes (or that have no CLI field and say nothing: jobType, isArchived).
+_CLI_FIELDS = frozenset(
+    {
+        "jobType", "displayName", "experimentName", "command", "environmentId", "codeId", "environmentVariables",
+        "computeId", "distribution", "resources", "limits", "queueSettings", "identity", "tags", "properties",
+        "description", "services", "inputs", "outputs", "isArchived",
+    }
+)  # fmt: skip
+
+
 def cli_yaml(request: Request) -> dict[str, Any]:
     """The rendered job as Azure ML CLI v2 YAML (`az ml job create -f`), derived from the request itself."""
     props = request.create.body["properties"]
