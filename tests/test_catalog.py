@@ -135,7 +135,7 @@ def test_unknown_machine_types_pass_through() -> None:
 
 def test_count_without_type_and_unknown_names() -> None:
     assert refusal("vertex", machine_type=None, gpu=None, gpu_count=4)[1] == "an accelerator count needs a GPU type"
-    assert refusal("vertex", machine_type=None, gpu="K80", gpu_count=1)[1] == "unknown GPU 'K80'"
+    assert refusal("vertex", machine_type=None, gpu="GTX1080", gpu_count=1)[1] == "unknown GPU 'GTX1080'"
 
 
 def test_infiniband_is_read_from_the_azure_size_name() -> None:
@@ -145,3 +145,51 @@ def test_infiniband_is_read_from_the_azure_size_name() -> None:
     assert not ResolvedMachine("Standard_NC24s_v3").infiniband
     assert not ResolvedMachine("Standard_NC24ads_A100_v4").infiniband
     assert not ResolvedMachine("a2-highgpu-8g").infiniband
+
+
+# -- names as users spell them -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("platform", ["azureml", "databricks-azure"])
+def test_azure_vm_sizes_are_case_insensitive(platform: str) -> None:
+    for spelled in ("STANDARD_NC4AS_T4_V3", "standard_nc4as_t4_v3", "Standard_NC4as_T4_v3"):
+        got = resolve(platform, machine_type=spelled, gpu=None, gpu_count=None)
+        assert got == ResolvedMachine("Standard_NC4as_T4_v3", "T4", 1), spelled
+    # A size the catalog does not know goes through as written: Azure reads it in any case.
+    assert resolve(platform, machine_type="STANDARD_D4S_V3", gpu=None, gpu_count=None).machine_type == "STANDARD_D4S_V3"
+
+
+def test_v100_maps_on_databricks_on_azure_as_on_azure_ml() -> None:
+    for platform in ("azureml", "databricks-azure"):
+        assert resolve(platform, machine_type=None, gpu="V100", gpu_count=2).machine_type == "Standard_NC12s_v3"
+        assert resolve(platform, machine_type="Standard_NC12s_v3", gpu=None, gpu_count=None).gpu_count == 2
+
+
+@pytest.mark.parametrize("name", ["K80", "NVIDIA_TESLA_K80", "tesla_k80"])
+def test_a_retired_gpu_says_since_when_and_what_to_use(name: str) -> None:
+    with pytest.raises(CatalogError) as caught:
+        resolve("vertex", machine_type=None, gpu=name, gpu_count=1)
+    assert "retired" in caught.value.problem.message
+    assert "2024-05-01" in caught.value.problem.message
+    assert "T4" in caught.value.problem.fix
+    assert catalog.retired_gpu("P4") is None  # still offered by Compute Engine
+
+
+def test_a_retired_gpu_in_a_job_file_is_refused_with_the_reason() -> None:
+    from crosstrain.errors import SpecError
+    from crosstrain.loader import job_from_dict
+
+    for machine in ("NVIDIA_TESLA_K80", "K80:2", {"accelerator": {"type": "K80", "count": 1}}):
+        with pytest.raises(SpecError) as caught:
+            job_from_dict({"name": "j", "image": "i:1", "command": "python -m t", "primary": {"machine": machine}})
+        (problem,) = caught.value.problems
+        assert problem.path == "primary.machine.accelerator.type"
+        assert "retired" in problem.message
+        assert "T4" in problem.fix
+
+
+@pytest.mark.parametrize("platform", [p for p in catalog.PLATFORMS if p != "aiplatform"])
+def test_a_scale_tier_is_refused_on_every_platform_but_ai_platform(platform: str) -> None:
+    with pytest.raises(CatalogError) as caught:
+        resolve(platform, machine_type="BASIC_GPU", gpu=None, gpu_count=None, path="primary.machine")
+    assert caught.value.problem.path == "primary.machine.type"
+    assert "scale tier of AI Platform Training" in caught.value.problem.message
+    assert "--target aiplatform" in caught.value.problem.fix

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from crosstrain.errors import Problem
 
@@ -44,6 +45,53 @@ GPU_KINDS: tuple[GpuKind, ...] = (
     GpuKind("H100-NVL", "NVIDIA H100 NVL 94 GB (PCIe)", ("H100_NVL",)),
     GpuKind("H200", "NVIDIA H200 141 GB", ("H200-141GB", "H200_141GB", "NVIDIA_H200_141GB")),
 )
+
+
+@dataclass(frozen=True)
+class ScaleTier:
+    """One of AI Platform Training's predefined cluster shapes (`trainingInput.scaleTier`), named as the primary's
+    machine on that target. `gpus`: the GPUs of the one machine of a single-machine tier. `single`: the tier is
+    one machine; otherwise the service picks the number of workers and parameter servers itself."""
+
+    name: str
+    description: str
+    single: bool
+    gpus: int = 0
+    tpu: bool = False
+
+
+#: Source: the enum `TrainingInput.scaleTier` of the ml v1 discovery document (enumDescriptions), as bundled with
+#: google-api-python-client; https://cloud.google.com/ai-platform/training/docs/machine-types. The API gives no
+#: worker or parameter-server counts for STANDARD_1 and PREMIUM_1: the service chooses them.
+SCALE_TIERS: Mapping[str, ScaleTier] = {
+    tier.name: tier
+    for tier in (
+        ScaleTier("BASIC", "a single machine, no GPU", single=True),
+        ScaleTier("BASIC_GPU", "a single machine with one GPU", single=True, gpus=1),
+        ScaleTier("BASIC_TPU", "a single machine with a Cloud TPU", single=True, tpu=True),
+        ScaleTier("STANDARD_1", "a master, many workers and a few parameter servers (CPU)", single=False),
+        ScaleTier("PREMIUM_1", "a master, a large number of workers and many parameter servers (CPU)", single=False),
+    )
+}
+
+
+def scale_tier_problem(machine_type: str | None, platform: str, path: str) -> Problem | None:
+    """A scale tier named as a machine on a platform other than AI Platform Training: refused with the reason."""
+    if machine_type not in SCALE_TIERS or platform == "aiplatform":
+        return None
+    return Problem(
+        f"{path}.type",
+        f"{machine_type} is a scale tier of AI Platform Training (a predefined cluster), not a machine of {platform}",
+        "use --target aiplatform, or name GPUs (e.g. `machine: T4:1`) or a machine type of this target",
+    )
+
+
+def scale_tier_problems(pools: Iterable[Any], platform: str) -> list[Problem]:
+    """`scale_tier_problem` for every pool (`PoolView`s) that names a machine, each field once."""
+    found = (
+        scale_tier_problem(pool.machine.type, platform, pool.machine_path) for pool in pools if pool.machine is not None
+    )
+    return list(dict.fromkeys(p for p in found if p is not None))
 
 
 @dataclass(frozen=True)
@@ -148,7 +196,9 @@ _AZURE = {
     "H200": Offer(machines={8: ("Standard_ND96isr_H200_v5",)}),
 }
 
-_DATABRICKS_AZURE = {k: v for k, v in _AZURE.items() if k in ("T4", "A100", "A100-80GB", "H100", "H100-NVL")}
+#: Databricks on Azure runs the NC v3 (V100) sizes too (its GPU page: "T4; V100"; ../shared/reference/databricks.md
+#: 3.1), so `V100:2` is `Standard_NC12s_v3` there as on Azure ML.
+_DATABRICKS_AZURE = {k: v for k, v in _AZURE.items() if k in ("T4", "V100", "A100", "A100-80GB", "H100", "H100-NVL")}
 
 _DATABRICKS_AWS = {
     "T4": Offer(
@@ -197,13 +247,61 @@ OFFERS: Mapping[str, Mapping[str, Offer]] = {
     "databricks-gcp": _DATABRICKS_GCP,
 }
 
+
+@dataclass(frozen=True)
+class RetiredGpu:
+    """A GPU kind the clouds no longer offer: named in job files still, and refused with what to use."""
+
+    name: str
+    aliases: tuple[str, ...]
+    retired: str
+    replacement: str
+    source: str
+
+
+#: Source for K80: the AcceleratorType enum of google-cloud-aiplatform (aiplatform_v1) marks NVIDIA_TESLA_K80
+#: "Deprecated: ... has reached end of support", pointing to https://cloud.google.com/compute/docs/eol/k80-eol;
+#: the date is that page's (UNVERIFIED: the page itself was not in reach, the date is as recalled from it). P4 and
+#: P100 are still offered (https://cloud.google.com/compute/docs/gpus lists them as generally available).
+RETIRED_GPUS: tuple[RetiredGpu, ...] = (
+    RetiredGpu(
+        "K80",
+        ("TESLA_K80", "NVIDIA_TESLA_K80"),
+        "2024-05-01",
+        "T4",
+        "https://cloud.google.com/compute/docs/eol/k80-eol",
+    ),
+)
+
+
+def retired_gpu(name: str) -> RetiredGpu | None:
+    """The retired GPU kind `name` spells, if it is one."""
+    key = name.upper().replace("_", "-")
+    return next(
+        (r for r in RETIRED_GPUS if key in {n.upper().replace("_", "-") for n in (r.name, *r.aliases)}),
+        None,
+    )
+
+
+def unknown_gpu(name: str) -> tuple[str, str]:
+    """The message and the fix for a GPU name the catalog does not offer: a retired one says since when."""
+    retired = retired_gpu(name)
+    if retired is not None:
+        return (
+            f"{name!r} is retired: Google Cloud (Vertex AI, AI Platform) ended support for {retired.name} on "
+            f"{retired.retired} ({retired.source}), and no other target offers it",
+            f"use {retired.replacement} (e.g. `machine: {retired.replacement}:1`)",
+        )
+    return f"unknown GPU {name!r}", f"use one of {', '.join(gpu_names())}"
+
+
 #: What each platform's machine types look like, to catch one platform's name used on another.
 _MACHINE_PATTERNS: Mapping[str, tuple[str, str]] = {
     "vertex": (r"[a-z][a-z0-9]*(-[a-z0-9]+)+", "a Compute Engine machine type such as n1-standard-8"),
     "aiplatform": (r"[a-z][a-z0-9]*([-_][a-z0-9]+)+", "a Compute Engine machine type such as n1-standard-8"),
-    "azureml": (r"Standard_[A-Za-z0-9_]+", "an Azure VM size such as Standard_ND96asr_v4"),
+    "azureml": (r"(?i:standard)_[A-Za-z0-9_]+", "an Azure VM size such as Standard_ND96asr_v4"),
     "databricks-aws": (r"[a-z][a-z0-9-]*\.[a-z0-9]+", "an AWS instance type such as g5.12xlarge"),
-    "databricks-azure": (r"Standard_[A-Za-z0-9_]+", "an Azure VM size such as Standard_NC24ads_A100_v4"),
+    "databricks-azure": (r"(?i:standard)_[A-Za-z0-9_]+", "an Azure VM size such as Standard_NC24ads_A100_v4"),
     "databricks-gcp": (r"[a-z][a-z0-9]*(-[a-z0-9]+)+", "a Compute Engine machine type such as a2-highgpu-1g"),
 }
 
@@ -287,10 +385,13 @@ def resolve(
     """
     offers = OFFERS[platform]
     kind = canonical_gpu(gpu) if gpu else None
+    tier = scale_tier_problem(machine_type, platform.split("-")[0], path)
+    if tier is not None:
+        raise CatalogError(tier)
     if gpu and kind is None:
-        raise CatalogError(
-            Problem(f"{path}.accelerator.type", f"unknown GPU {gpu!r}", f"use one of {', '.join(gpu_names())}")
-        )
+        raise CatalogError(Problem(f"{path}.accelerator.type", *unknown_gpu(gpu)))
+    if machine_type and platform in ("azureml", "databricks-azure"):
+        machine_type = _azure_size(machine_type, platform)
     if machine_type:
         pattern, example = _MACHINE_PATTERNS[platform]
         if not re.fullmatch(pattern, machine_type):
@@ -368,6 +469,11 @@ def resolve(
             f"pick from: {choices(platform, kind)}",
         )
     )
+
+
+def _azure_size(machine_type: str, platform: str) -> str:
+    """Azure VM sizes are case-insensitive: `STANDARD_NC4AS_T4_V3` is the catalog's `Standard_NC4as_T4_v3`."""
+    return next((name for name in _fixed_index(platform) if name.lower() == machine_type.lower()), machine_type)
 
 
 def _not_offered(platform: str, kind: str, path: str) -> Problem:

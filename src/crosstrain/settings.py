@@ -54,6 +54,28 @@ class TargetSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
+    #: Applied to the create call's body by `Backend.render` (so it is in the calls, not in the request's settings).
+    patch: dict[str, Any] | None = Field(
+        None,
+        description="An RFC 7396 JSON merge patch on the body of the create call, for platform fields with no "
+        "portable meaning (e.g. {jobSpec: {enableWebAccess: true}} on vertex); checked against the platform's "
+        "schema at render. On the command line: --set TARGET.patch='{\"jobSpec\": {...}}'.",
+        exclude=True,
+    )
+
+    @field_validator("patch", mode="before")
+    @classmethod
+    def _patch_from_json(cls, value: Any) -> Any:
+        """`--set TARGET.patch=JSON` gives the patch as text."""
+        if isinstance(value, str):
+            import json
+
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"not JSON ({exc}); write the patch as a JSON object") from None
+        return value
+
     @field_validator("*", mode="after")
     @classmethod
     def _no_url_credentials(cls, value: Any) -> Any:

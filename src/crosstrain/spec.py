@@ -114,7 +114,7 @@ class Accelerator(_Model):
     def _known_gpu(cls, value: str) -> str:
         kind = catalog.canonical_gpu(value)
         if kind is None:
-            raise _invalid(f"unknown GPU {value!r}", f"use one of {', '.join(catalog.gpu_names())}")
+            raise _invalid(*catalog.unknown_gpu(value))
         return kind
 
 
@@ -123,7 +123,7 @@ def _parse_machine(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     kind, _, count = value.partition(":")
-    if count or catalog.canonical_gpu(kind):
+    if count or catalog.canonical_gpu(kind) or catalog.retired_gpu(kind):
         # ASCII digits only: str.isdigit() takes '²', which int() refuses, and int() refuses 5,000 digits.
         if count and not re.fullmatch(r"[0-9]{1,6}", count.strip()):
             shown = value if len(value) <= 40 else f"{value[:37]}..."

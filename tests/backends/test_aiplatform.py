@@ -583,3 +583,91 @@ def test_a_missing_google_auth_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
 def test_list_is_refused_with_the_shutdown(platform: AIPlatformPlatform) -> None:
     with pytest.raises(Unsupported, match="shut down"):
         list(platform.backend().list_jobs())
+
+
+# -- scale tiers ---------------------------------------------------------------------------------------------------
+SINGLE = {"workers": {"replicas": 0}}
+
+
+@pytest.mark.parametrize(
+    ("tier", "framework"), [("BASIC", "pytorch"), ("BASIC_GPU", "pytorch"), ("BASIC_TPU", "tensorflow")]
+)
+def test_a_single_machine_tier_renders_the_tier_and_no_machine(tier: str, framework: str) -> None:
+    request = render({**SINGLE, "primary": {"machine": tier}, "launch": {"framework": framework}})
+    assert_valid(request)
+    training = request.create.body["trainingInput"]
+    assert training["scaleTier"] == tier
+    assert not {"masterType", "workerType", "workerCount", "parameterServerType", "parameterServerCount"} & set(
+        training
+    )
+    assert "acceleratorConfig" not in training["masterConfig"]
+    assert training["masterConfig"]["imageUri"] == BASE_JOB["image"]
+    assert any(f"scale tier {tier}" in note for note in request.notes)
+
+
+def test_a_tier_that_sizes_its_own_cluster_renders_for_tensorflow() -> None:
+    request = render({**SINGLE, "primary": {"machine": "STANDARD_1"}, "launch": {"framework": "tensorflow"}})
+    assert_valid(request)
+    assert request.create.body["trainingInput"]["scaleTier"] == "STANDARD_1"
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "words"),
+    [
+        ({"primary": {"machine": "BASIC_GPU"}}, "workers.replicas", "single machine"),
+        (
+            {**SINGLE, "primary": {"machine": "BASIC_GPU"}, "parameter_servers": {"replicas": 1}},
+            "parameter_servers.replicas",
+            "single machine",
+        ),
+        (
+            {"primary": {"machine": "STANDARD_1"}, "launch": {"framework": "tensorflow"}},
+            "workers.replicas",
+            "chooses the number of workers",
+        ),
+        (
+            {**SINGLE, "primary": {"machine": {"type": "BASIC", "accelerator": {"type": "T4"}}}},
+            "primary.machine.accelerator",
+            "no GPU",
+        ),
+        (
+            {**SINGLE, "primary": {"machine": {"type": "BASIC_GPU", "accelerator": {"type": "V100", "count": 2}}}},
+            "primary.machine.accelerator",
+            "one GPU of its own",
+        ),
+        ({**SINGLE, "primary": {"machine": "PREMIUM_1"}}, "primary.machine", "PyTorch launch"),
+        ({**SINGLE, "primary": {"machine": "BASIC_TPU"}}, "primary.machine", "torch_xla"),
+        ({"workers": {"machine": "BASIC"}}, "workers.machine.type", "not one pool's machine"),
+    ],
+)
+def test_what_contradicts_a_tier_is_refused(changes: dict[str, Any], path: str, words: str) -> None:
+    with pytest.raises(Unsupported) as caught:
+        render(changes)
+    assert any(p.path == path and words in p.message and p.fix for p in caught.value.problems), caught.value.problems
+
+
+def test_local_emulation_of_a_tier_runs_its_one_machine() -> None:
+    spec = job_from_dict(merge(BASE_JOB, {**SINGLE, "primary": {"machine": "BASIC_GPU"}}))
+    request = create_backend("local", environ={}).render(spec, {"emulate": "aiplatform"})
+    assert len({p["node"] for p in request.create.body["processes"]}) == 1
+    with pytest.raises(Unsupported, match="scale tier of AI Platform Training"):
+        create_backend("local", environ={}).render(spec)
+    # A tier that sizes its own cluster is a TensorFlow job, which the local target does not run.
+    sized = job_from_dict(
+        merge(BASE_JOB, {**SINGLE, "primary": {"machine": "STANDARD_1"}, "launch": {"framework": "tensorflow"}})
+    )
+    with pytest.raises(Unsupported, match="cannot run tensorflow"):
+        create_backend("local", environ={}).render(sized, {"emulate": "aiplatform"})
+
+
+# -- TensorFlow: AI Platform sets TF_CONFIG itself and runs parameter servers ---------------------------------------
+def test_tensorflow_renders_with_parameter_servers_and_no_launcher() -> None:
+    request = render(
+        {"launch": {"framework": "tensorflow"}, "parameter_servers": {"replicas": 2, "machine": "n1-highmem-8"}}
+    )
+    assert_valid(request)
+    training = request.create.body["trainingInput"]
+    assert (training["parameterServerType"], training["parameterServerCount"]) == ("n1-highmem-8", "2")
+    assert training["useChiefInTfConfig"] is True
+    for config in ("masterConfig", "workerConfig", "parameterServerConfig"):
+        assert "crosstrain.launch" not in training[config]["containerCommand"]

@@ -1281,3 +1281,15 @@ def test_az_yaml_names_the_code_asset(tmp_path: Path) -> None:
     loaded = sdk_load_job(source=job_file)
     assert isinstance(loaded, Command)
     assert loaded._validate().passed
+
+
+def test_vm_sizes_in_any_case_render_as_azure_spells_them() -> None:
+    request = render(job(primary={"machine": "STANDARD_NC4AS_T4_V3"}, workers={"replicas": 0}), compute=None)
+    assert body(request)["resources"]["instanceType"] == "Standard_NC4as_T4_v3"
+
+
+def test_a_refused_machine_is_the_only_problem() -> None:
+    """Not also "the job names no machine": it named one, and that one was refused."""
+    with pytest.raises(Unsupported) as caught:
+        render(job(primary={"machine": "BASIC_GPU"}), compute=None)
+    assert [p.path for p in caught.value.problems] == ["primary.machine.type"]

@@ -945,3 +945,18 @@ def test_a_closed_port_is_a_refusal_and_the_create_is_retried() -> None:
         backend.submit(job(), SETTINGS)
     assert refused.value.accepted is False
     assert not refused.value.job_may_exist
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "which"),
+    [
+        ({"primary": {"machine": "n1-standard-8"}, "workers": {"machine": "V100:4"}}, "primary.machine", "primary has"),
+        ({"workers": {"machine": "n1-standard-8"}}, "workers.machine", "workers has"),
+        ({"primary": {"machine": "n1-standard-8"}}, "reduction_server", "neither primary nor workers have"),
+    ],
+)
+def test_the_reduction_server_says_which_pool_lacks_gpus(changes: dict[str, Any], path: str, which: str) -> None:
+    with pytest.raises(Unsupported) as caught:
+        render(job(reduction_server={}, **changes))
+    problems = [p for p in caught.value.problems if "NCCL" in p.message]
+    assert [(p.path, which in p.message) for p in problems] == [(path, True)], caught.value.problems

@@ -54,6 +54,8 @@ from crosstrain.backends._google import (
     uploaded_object,
 )
 from crosstrain.backends.base import (
+    FINGERPRINT_WHY,
+    IDENTITY_WHY,
     Backend,
     Capabilities,
     HttpCall,
@@ -213,6 +215,8 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         per_pool_machines=True,
         per_pool_commands=True,
         logs=True,
+        # AI Platform sets TF_CONFIG on every replica and runs parameter servers itself (google.md 3.2, 4).
+        frameworks=frozenset({"pytorch", "tensorflow"}),
         dedupes_create=True,  # the jobId is chosen at render time: a repeated create meets 409 ALREADY_EXISTS
         secret_stores=SECRET_STORES,
         code=True,
@@ -220,6 +224,12 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         environments=True,
     )
     conflict_fix = "submit with --run-id new (or another run_id): AI Platform keeps a jobId for good"
+    patch_schema = "aiplatform"
+    owned_fields = {
+        ("jobId",): IDENTITY_WHY,
+        ("labels", IDENTITY_LABEL): IDENTITY_WHY,
+        ("labels", FINGERPRINT_LABEL): FINGERPRINT_WHY,
+    }
 
     def __init__(
         self,
@@ -246,6 +256,9 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         except UploadRefused as refused:
             problems.append(refused.problem)
         package_args: dict[str, list[str]] = {}
+        tier = scale_tier(job)
+        if tier is not None:
+            problems += _tier_problems(job, tier)
         for pool in job.pools():
             machine = _resolve(pool, problems)
             problems += launch_problems(job, pool, machine.gpu_count if machine else 0, "AI Platform Training")
@@ -341,7 +354,8 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
 
     def _render(self, job: TrainingJob, settings: AIPlatformSettings, ids: Ids) -> Request:
         identity = ids.identity
-        training_input: dict[str, Any] = {"scaleTier": "CUSTOM", "region": settings.region}
+        tier = scale_tier(job)
+        training_input: dict[str, Any] = {"scaleTier": tier.name if tier else "CUSTOM", "region": settings.region}
         secret_notes = [f"{p.role}: {secrets.runtime_note(p)}" for p in job.pools() if p.secrets]
         bundle = packaging.for_job(job)
         calls: list[HttpCall] = []
@@ -362,9 +376,10 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         for pool in job.pools():
             type_key, count_key, config_key = _POOL_FIELDS[pool.role]
             machine = _resolve(pool, [])
-            training_input[type_key] = (machine.machine_type if machine else None) or DEFAULT_MACHINE_TYPE
-            if count_key:
-                training_input[count_key] = str(pool.replicas)
+            if tier is None:  # a scale tier picks the machines and their counts itself
+                training_input[type_key] = (machine.machine_type if machine else None) or DEFAULT_MACHINE_TYPE
+                if count_key:
+                    training_input[count_key] = str(pool.replicas)
             image = _runtime_image(job, settings, pool, machine)
             assert not isinstance(image, Problem), "platform_refusals refuses a runtime the table lacks"
             training_input[config_key] = _replica_config(job, pool, machine, image=image, package=bundle is not None)
@@ -387,6 +402,13 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             "jobDir": settings.job_dir or job.output_dir,
         }
         training_input.update({k: v for k, v in optional.items() if v})
+        tf_notes = []
+        if job.launch.framework == "tensorflow" and len(job.pools()) > 1:
+            training_input["useChiefInTfConfig"] = True
+            tf_notes.append(
+                "TF_CONFIG names the primary `chief` (useChiefInTfConfig), as TensorFlow 2's tf.distribute expects; "
+                "AI Platform sets TF_CONFIG on every replica"
+            )
         body = {
             "jobId": job_id(identity),
             "labels": labels(job, identity, ids.fingerprint),
@@ -400,13 +422,16 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             {"Content-Type": "application/json"},
             purpose="create the job; a retry that meets 409 ALREADY_EXISTS for this jobId adopts it",
         )
+        tier_notes = (
+            [f"scale tier {tier.name}: {tier.description}; the service picks the machine types"] if tier else []
+        )
         return Request(
             self.name,
             identity,
             job.name,
             (*calls, call),
             settings.model_dump(mode="json"),
-            notes=(SHUTDOWN_NOTE, *code_notes, *secret_notes),
+            notes=(SHUTDOWN_NOTE, *tier_notes, *tf_notes, *code_notes, *secret_notes),
             code=bundle.ref if bundle else None,
         )
 
@@ -615,10 +640,82 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         yield f"console: https://console.cloud.google.com/logs/query;query={quote(query, safe='')}?project={project}"
 
 
+def scale_tier(job: TrainingJob) -> catalog.ScaleTier | None:
+    """The scale tier the job names as the primary's machine (`machine: BASIC_GPU`), if any."""
+    machine = job.primary.machine
+    return catalog.SCALE_TIERS.get(machine.type) if machine is not None and machine.type else None
+
+
+def _tier_problems(job: TrainingJob, tier: catalog.ScaleTier) -> list[Problem]:
+    """What contradicts a scale tier: GPUs of the job's own, pools the tier does not have or sizes itself, and
+    what crosstrain cannot launch on it."""
+    name, problems = tier.name, []
+    accelerator = job.primary.machine.accelerator if job.primary.machine else None
+    if accelerator is not None:
+        has = "one GPU of its own" if tier.gpus else "a Cloud TPU" if tier.tpu else "no GPU"
+        problems.append(
+            Problem(
+                "primary.machine.accelerator",
+                f"{name} is {tier.description}: it comes with {has}, not {accelerator.count} x {accelerator.type}",
+                "remove the accelerator"
+                + ("" if tier.gpus else ", use BASIC_GPU for one GPU")
+                + ", or name a machine and GPUs (scale tier CUSTOM), e.g. `machine: V100:2`",
+            )
+        )
+    pools = [(p.role, p.replicas) for p in job.pools()[1:]]
+    for role, replicas in pools:
+        if tier.single or role == "evaluators":
+            what = "a single machine" if tier.single else "a master, workers and parameter servers, no evaluators"
+            problems.append(
+                Problem(
+                    f"{role}.replicas",
+                    f"{name} is {what}; the job asks for {replicas} {role.replace('_', ' ')}",
+                    f"remove `{role}`, or name machines instead of a tier (e.g. `machine: V100:2`)",
+                )
+            )
+        else:
+            problems.append(
+                Problem(
+                    f"{role}.replicas",
+                    f"{name} chooses the number of workers and parameter servers itself; the job's {replicas} "
+                    f"{role.replace('_', ' ')} contradict it",
+                    f"remove `{role}` to let the tier size the cluster, or name machines instead of a tier",
+                )
+            )
+    if (tier.tpu or not tier.single) and job.launch.framework != "tensorflow":
+        why = (
+            "runs a Cloud TPU, which crosstrain's PyTorch launch does not drive (no torch_xla)"
+            if tier.tpu
+            else "sizes its cluster at run time as TensorFlow parameter-server training, which a PyTorch launch "
+            "cannot be planned for (crosstrain needs the number of nodes)"
+        )
+        problems.append(
+            Problem(
+                "primary.machine",
+                f"{name} {why}",
+                "set launch.framework: tensorflow, or use BASIC or BASIC_GPU, or name machines (`machine: V100:2`)",
+            )
+        )
+    return problems
+
+
 def _resolve(pool: PoolView, problems: list[Problem]) -> catalog.ResolvedMachine | None:
-    """The pool's machine on AI Platform; a problem (with a pointer to Vertex where it has one) if impossible."""
+    """The pool's machine on AI Platform; a problem (with a pointer to Vertex where it has one) if impossible.
+    A scale tier (the primary's) resolves to its GPUs and no machine type."""
     machine = pool.machine
     if machine is None:
+        return None
+    tier = catalog.SCALE_TIERS.get(machine.type or "")
+    if tier is not None:
+        if pool.machine_path == "primary.machine":  # the primary's, or inherited (then refused as a pool)
+            return catalog.ResolvedMachine(None, None, tier.gpus)
+        problems.append(
+            Problem(
+                f"{pool.machine_path}.type",
+                f"{tier.name} is a scale tier, the whole cluster's shape, not one pool's machine",
+                f"name it as the primary's machine, or give {pool.role} a machine type",
+            )
+        )
         return None
     accel = machine.accelerator
     kind, count = (accel.type, accel.count) if accel else (None, None)

@@ -38,6 +38,7 @@ from pydantic_core import PydanticCustomError
 from crosstrain import catalog, packaging, secrets
 from crosstrain.adaptors import azure
 from crosstrain.backends.base import (
+    FINGERPRINT_WHY,
     Backend,
     Capabilities,
     HttpCall,
@@ -284,6 +285,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
             )
         except catalog.CatalogError as exc:
             problems.append(exc.problem)
+    refused = bool(problems)  # a machine named and refused: "names no machine" would mislead
     nodes, framework = job.nodes, str(job.launch.framework)
     per_node = job.processes_per_node(machine.gpu_count)
     config = settings.distributed_job_config
@@ -331,7 +333,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
                 f"use at most {machine.gpu_count} processes per node",
             )
         )
-    if not settings.compute and not machine.machine_type:
+    if not settings.compute and not machine.machine_type and not refused:
         problems.append(
             Problem(
                 "primary.machine",
@@ -674,6 +676,8 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         requirements=True,  # with code: pip-installed by the bundle's bootstrap when each node starts
         environments=True,  # curated environments (RUNTIMES), or targets.azureml.environment
     )
+    patch_schema = "azureml"
+    owned_fields = {("properties", "properties", FINGERPRINT_PROPERTY): FINGERPRINT_WHY}
 
     def __init__(
         self,
@@ -839,7 +843,14 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             return super().format(request, fmt)
         import yaml
 
-        return yaml.safe_dump(cli_yaml(request), sort_keys=False, allow_unicode=True, width=120)
+        text = yaml.safe_dump(cli_yaml(request), sort_keys=False, allow_unicode=True, width=120)
+        unsaid = sorted(set(request.create.body.get("properties") or {}) - _CLI_FIELDS)  # a patch's
+        if unsaid:
+            text = (
+                f"# not in this YAML: {', '.join(unsaid)} (targets.azureml.patch); crosstrain submit sends them\n"
+                + text
+            )
+        return text
 
     # -- where credentials may go -------------------------------------------------------------------------
     binding_settings = ("subscription_id", "resource_group", "workspace")
@@ -1298,6 +1309,16 @@ class _CodeCalls:
 
 
 # -- the CLI v2 YAML form ----------------------------------------------------------------------------------
+#: The job properties `cli_yaml` writes (or that have no CLI field and say nothing: jobType, isArchived).
+_CLI_FIELDS = frozenset(
+    {
+        "jobType", "displayName", "experimentName", "command", "environmentId", "codeId", "environmentVariables",
+        "computeId", "distribution", "resources", "limits", "queueSettings", "identity", "tags", "properties",
+        "description", "services", "inputs", "outputs", "isArchived",
+    }
+)  # fmt: skip
+
+
 def cli_yaml(request: Request) -> dict[str, Any]:
     """The rendered job as Azure ML CLI v2 YAML (`az ml job create -f`), derived from the request itself."""
     props = request.create.body["properties"]
@@ -1316,26 +1337,27 @@ def cli_yaml(request: Request) -> dict[str, Any]:
         "$schema": CLI_SCHEMA,
         "type": "command",
         "name": request.identity,
-        "display_name": props["displayName"],
-        "experiment_name": props["experimentName"],
         "command": props["command"],
         "environment": environment,
     }
+    for wire, field_name in (("displayName", "display_name"), ("experimentName", "experiment_name")):
+        if props.get(wire):  # a patch may remove them
+            out[field_name] = props[wire]
     if "codeId" in props:  # the code asset submit uploads (or finds by its content): by name and version
         match = re.search(r"/codes/([^/]+)/versions/([^/]+)$", props["codeId"])
         out["code"] = f"azureml:{match[1]}:{match[2]}" if match else props["codeId"]
-    if props["environmentVariables"]:
+    if props.get("environmentVariables"):
         out["environment_variables"] = dict(props["environmentVariables"])
     if "computeId" in props:
         out["compute"] = "azureml:" + props["computeId"].rsplit("/", 1)[-1]
-    dist = props["distribution"]
-    if dist["distributionType"] == "TensorFlow":
+    dist = props.get("distribution") or {}  # a patch may remove it
+    if dist.get("distributionType") == "TensorFlow":
         out["distribution"] = {
             "type": "tensorflow",
             "worker_count": dist["workerCount"],
             "parameter_server_count": dist["parameterServerCount"],
         }
-    else:
+    elif dist:
         out["distribution"] = {
             "type": dist["distributionType"].lower(),
             "process_count_per_instance": dist["processCountPerInstance"],
@@ -1362,8 +1384,35 @@ def cli_yaml(request: Request) -> dict[str, Any]:
         identity = props["identity"]
         kind = {"Managed": "managed", "AMLToken": "aml_token"}[identity["identityType"]]
         out["identity"] = {"type": kind, **({"client_id": identity["clientId"]} if "clientId" in identity else {})}
-    if props["tags"]:
+    if props.get("tags"):
         out["tags"] = dict(props["tags"])
     if props.get("properties"):
         out["properties"] = dict(props["properties"])
+    if props.get("description"):  # from targets.azureml.patch
+        out["description"] = props["description"]
+    if props.get("services"):
+        out["services"] = {name: _cli_service(service) for name, service in props["services"].items()}
+    return out
+
+
+#: REST job service types -> the CLI's (azure-ai-ml's JobServiceTypeNames), and the service properties the CLI
+#: names as fields of their own.
+_SERVICE_TYPES = {"JupyterLab": "jupyter_lab", "SSH": "ssh", "TensorBoard": "tensor_board", "VSCode": "vs_code"}
+_SERVICE_FIELDS = {"sshPublicKeys": "ssh_public_keys", "logDir": "log_dir"}
+
+
+def _cli_service(service: Mapping[str, Any]) -> dict[str, Any]:
+    """A job service (`targets.azureml.patch: {properties: {services: ...}}`) as the CLI YAML writes it."""
+    kind = service.get("jobServiceType")
+    out: dict[str, Any] = {"type": _SERVICE_TYPES.get(kind, kind)} if kind else {}
+    if "port" in service:
+        out["port"] = service["port"]
+    if (service.get("nodes") or {}).get("nodesValueType") == "All":
+        out["nodes"] = "all"
+    rest = dict(service.get("properties") or {})
+    for wire, field_name in _SERVICE_FIELDS.items():
+        if wire in rest:
+            out[field_name] = rest.pop(wire)
+    if rest:
+        out["properties"] = rest
     return out

@@ -43,6 +43,10 @@ if TYPE_CHECKING:
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
 
+#: Why a `targets.<target>.patch` may not change the fields that carry the identity and the fingerprint.
+IDENTITY_WHY = "it names the job, so a repeated submit finds it instead of making a second one"
+FINGERPRINT_WHY = "it records the request's fingerprint, so a repeated submit adopts only a job made from this request"
+
 # Headers that carry credentials never appear in a rendered request.
 CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization"})
 
@@ -517,6 +521,11 @@ class Backend(ABC, Generic[S]):
     #: How to free an identity whose job was made from another request, besides a new run id.
     conflict_fix: ClassVar[str] = "submit with --run-id new (or another run_id)"
 
+    #: The schema (`crosstrain/schemas/<name>.json`) a `targets.<name>.patch` is checked against; None: no patch.
+    patch_schema: ClassVar[str | None] = None
+    #: The fields of the create call's body that crosstrain owns (path -> why), which a patch may not change.
+    owned_fields: ClassVar[Mapping[tuple[str | int, ...], str]] = {}
+
     #: The settings that say where credentials go (host, endpoint, workspace, project): what `configured()`
     #: reads from the environment and a handle or request from a file is checked against.
     binding_settings: ClassVar[tuple[str, ...]] = ()
@@ -640,15 +649,42 @@ class Backend(ABC, Generic[S]):
             if problems:
                 raise Unsupported(self.name, problems)
             probe = self._render(job, settings, placeholder_ids(job, self.identity_max_len))
+            if settings.patch is not None:
+                self.check_patch(settings.patch, probe)
+                probe = patched(probe, settings.patch, self.name)
             fingerprint = fingerprint_of(self.fingerprint_view(probe))
             run_id = job.run_id or fingerprint[:RUN_ID_LENGTH]
             ids = Ids(identity_for(job.name, run_id, max_len=self.identity_max_len), fingerprint)
-            request = dataclasses.replace(self._render(job, settings, ids), fingerprint=fingerprint)
+            request = self._render(job, settings, ids)
+            if settings.patch is not None:
+                request = patched(request, settings.patch, self.name)
+            request = dataclasses.replace(request, fingerprint=fingerprint)
         self._rendered.add(_digest(request))  # made from the job's own settings: sent as it is
         return request
 
     @abstractmethod
     def _render(self, job: TrainingJob, settings: S, ids: Ids) -> Request: ...
+
+    def check_patch(self, patch: dict[str, Any], request: Request) -> None:
+        """Refuse a `targets.<name>.patch` that the platform's schema does not take, or that changes what
+        crosstrain owns (`owned_fields`), before anything is sent."""
+        from crosstrain import patch as merge_patch
+
+        where = f"targets.{self.name}.patch"
+        if self.patch_schema is None:
+            raise Unsupported(
+                self.name,
+                [
+                    Problem(
+                        where,
+                        f"{self.name} has no platform request body to patch (its requests are crosstrain's own)",
+                        f"remove targets.{self.name}.patch; patches apply to vertex, aiplatform, azureml, databricks",
+                    )
+                ],
+            )
+        problems = merge_patch.problems(self.patch_schema, patch, request.create.body, where, self.owned_fields)
+        if problems:
+            raise SpecError(problems, headline=f"invalid {where}")
 
     def fingerprint_view(self, request: Request) -> Any:
         """What the fingerprint digests: every call as the platform receives it (crosstrain's own words, the
@@ -747,6 +783,15 @@ class Backend(ABC, Generic[S]):
             pause = interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
             self.retry.sleep(pause)
             interval = min(interval * 1.5, max_interval)
+
+
+def patched(request: Request, patch: dict[str, Any], target: str) -> Request:
+    """`request` with `patch` merged (RFC 7396) into the body of its create call, and a note saying so."""
+    from crosstrain.patch import merge
+
+    create = dataclasses.replace(request.create, body=merge(request.create.body, patch))
+    note = f"targets.{target}.patch is merged into the create call's body (RFC 7396)"
+    return dataclasses.replace(request, calls=(*request.calls[:-1], create), notes=(*request.notes, note))
 
 
 def _digest(request: Request) -> str:

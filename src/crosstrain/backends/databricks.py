@@ -58,6 +58,8 @@ from pydantic_core import PydanticCustomError
 
 from crosstrain import catalog, packaging, secrets, uploads
 from crosstrain.backends.base import (
+    FINGERPRINT_WHY,
+    IDENTITY_WHY,
     Backend,
     Capabilities,
     HttpCall,
@@ -460,6 +462,12 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         environments=True,  # a Databricks Runtime ML (RUNTIMES)
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
+    patch_schema = "databricks"
+    owned_fields = {
+        ("idempotency_token",): IDENTITY_WHY,
+        ("tasks", 0, "new_cluster", "custom_tags", "crosstrain_job"): IDENTITY_WHY,
+        ("tasks", 0, "new_cluster", "custom_tags", FINGERPRINT_TAG): FINGERPRINT_WHY,
+    }
 
     def __init__(self, *, client: WorkspaceClient | None = None, log_interval: float = 30.0, **kwargs: Any) -> None:
         """`client`: a `WorkspaceClient` to use for every call (tests and benchmarks point one at a loopback

@@ -32,7 +32,7 @@ from crosstrain.backends.base import (
     JobSummary,
     Request,
 )
-from crosstrain.errors import SubmitError, TransientError
+from crosstrain.errors import Problem, SubmitError, TransientError
 from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings, setting
 from crosstrain.spec import PoolView, TrainingJob
@@ -141,6 +141,9 @@ class FakeBackend(Backend[FakeSettings]):
         requirements=True,
         environments=True,
     )
+
+    def platform_refusals(self, job: TrainingJob, settings: FakeSettings) -> list[Problem]:
+        return catalog.scale_tier_problems(job.pools(), self.name)
 
     def __init__(self, *, cloud: FakeCloud | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

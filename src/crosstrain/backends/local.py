@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from crosstrain import packaging
+from crosstrain import catalog, packaging
 from crosstrain.backends._google import fuse_bootstrap_args
 from crosstrain.backends.base import (
     Backend,
@@ -202,6 +202,8 @@ class LocalBackend(Backend[LocalSettings]):
 
     def platform_refusals(self, job: TrainingJob, settings: LocalSettings) -> list[Problem]:
         problems: dict[str, Problem] = {}
+        if settings.emulate == "torchrun":  # an emulated platform refuses a scale tier itself, but aiplatform
+            problems.update((p.path, p) for p in catalog.scale_tier_problems(job.pools(), self.name))
         if job.reduction_server and settings.emulate != "vertex":
             problems["reduction_server"] = Problem(
                 "reduction_server",

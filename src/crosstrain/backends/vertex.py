@@ -65,6 +65,8 @@ from crosstrain.backends._google import (
     uploaded_object,
 )
 from crosstrain.backends.base import (
+    FINGERPRINT_WHY,
+    IDENTITY_WHY,
     Backend,
     Capabilities,
     HttpCall,
@@ -280,6 +282,8 @@ class VertexBackend(Backend[VertexSettings]):
     conflict_fix = (
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
     )
+    patch_schema = "vertex"
+    owned_fields = {("labels", IDENTITY_LABEL): IDENTITY_WHY, ("labels", FINGERPRINT_LABEL): FINGERPRINT_WHY}
 
     def __init__(
         self,
@@ -1019,13 +1023,16 @@ def _reduction_server_problems(job: TrainingJob, machines: Mapping[str, _Machine
                 "remove `parameter_servers` or `reduction_server`",
             )
         )
-    training = [machines[r] for r in ("primary", "workers") if r in machines]
-    if training and not all(m.gpu_count for m in training):
+    without = [r for r in ("primary", "workers") if r in machines and not machines[r].gpu_count]
+    if without:
+        which = "neither primary nor workers have" if len(without) == 2 else f"{without[0]} has"
+        pools = job.pools()
+        path = next(p.machine_path for p in pools if p.role == without[0]) if len(without) == 1 else "reduction_server"
         problems.append(
             Problem(
-                "reduction_server",
-                "the reduction server speeds up NCCL all-reduce between GPU nodes, and the training pools have no GPUs",
-                "give primary and workers GPUs (e.g. `machine: A100:8`), or remove `reduction_server`",
+                path,
+                f"the reduction server speeds up NCCL all-reduce between GPU nodes, and {which} no GPUs",
+                f"give {' and '.join(without)} GPUs (e.g. `machine: A100:8`), or remove `reduction_server`",
             )
         )
     if job.nodes < 2:
@@ -1135,6 +1142,9 @@ def gcloud_command(request: Request) -> str:
         f"# crosstrain submit uploads the code package first (gcloud does not): gs://{bucket}/{name}\n"
         for bucket, name in uploads
     )
+    unsent = sorted(set(body) - {"displayName", "labels", "jobSpec"})  # from targets.vertex.patch
+    if unsent:
+        first += f"# gcloud has no flag or config field for {', '.join(unsent)}; crosstrain submit sends them\n"
     flags = _pool_flags(spec)
     if flags is not None:
         return first + _shell(head + flags)
@@ -1156,6 +1166,8 @@ def _pool_flags(spec: Mapping[str, Any]) -> list[str] | None:
     pools = spec["workerPoolSpecs"]
     if set(spec) - _FLAG_SPEC_KEYS or any(not pool or set(pool) - _FLAG_POOL_KEYS for pool in pools):
         return None
+    if any(set(pool["machineSpec"]) - {"machineType", "acceleratorType", "acceleratorCount"} for pool in pools):
+        return None  # e.g. a TPU topology from targets.vertex.patch
     containers = [pool["containerSpec"] for pool in pools]
     if any(set(c) - {"imageUri", "command", "args"} for c in containers):
         return None
