@@ -228,7 +228,39 @@ _machine = st.one_of(
     st.fixed_dictionaries({}, optional={"type": st.sampled_from(MACHINE_TYPES), "accelerator": _accelerator}),
 )
 _command: st.SearchStrategy[Any] = st.sampled_from(COMMANDS)
-_args = st.lists(st.sampled_from(["--epochs", "2", "--lr=0.01", "a,b", "$(HOME)", "--out=gs://b/o", "é"]), max_size=3)
+_args = st.lists(
+    st.sampled_from(["--epochs", "2", "--lr=0.01", "a,b", "$(HOME)", "--out=gs://b/o", "é", "${inputs.train}"]),
+    max_size=3,
+)
+#: Data locations of every kind crosstrain reads, in every mode (some a target refuses, some the spec does).
+_data_path = st.sampled_from(
+    [
+        "gs://fuzz-bucket/data",
+        "azureml:cifar:3",
+        "azureml:cifar@latest",
+        "azureml://datastores/ws/paths/d/",
+        "abfss://c@acct.dfs.core.windows.net/d",
+        "s3://fuzz-bucket/d",
+        "/Volumes/main/ml/d",
+        "dbfs:/d",
+        "./data",
+        "gs://fuzz-bucket/d/",
+    ]
+)
+_data = st.dictionaries(
+    st.sampled_from(["train", "model", "2x"]),
+    st.one_of(
+        _data_path,
+        st.fixed_dictionaries(
+            {"path": _data_path},
+            optional={
+                "type": st.sampled_from(["folder", "file", "table"]),
+                "mode": st.sampled_from(["mount", "download", "upload", "direct"]),
+            },
+        ),
+    ),
+    max_size=2,
+)
 _env_name = st.one_of(
     st.sampled_from(["NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "RANK", "PATH", "OMP_NUM_THREADS"]),
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,10}", fullmatch=True),
@@ -321,6 +353,9 @@ def well_formed(draw: st.DrawFn) -> dict[str, Any]:
                 "command": (85, _command),
                 "args": (40, _args),
                 "env": (30, _env),
+                "shell": (8, st.booleans()),
+                "inputs": (12, _data),
+                "outputs": (8, _data),
                 "primary": (90, _pool(replicas=(5, st.sampled_from([1, 2])))),
                 "workers": (50, _pool(replicas=(90, st.one_of(st.integers(0, 4), st.sampled_from([15, 10000]))))),
                 "reduction_server": (

@@ -144,3 +144,10 @@ def test_a_rank_that_fails_fails_the_task(
         assert "rank(s) 1 of 2 did not finish" in reason
     else:  # the failed task aborts the barrier stage
         assert "crosstrain: training failed: Py4JJavaError" in reason
+
+
+def test_a_shell_line_runs_on_every_rank_with_its_rank(spark: Any, tmp_path: Path) -> None:
+    """`shell: true` on Databricks: each TorchDistributor rank runs the line with bash, with its own RANK."""
+    line = f'test "$WORLD_SIZE" = 2 && echo "rank $RANK" > {tmp_path}/rank-"$RANK".txt'
+    assert main(DistributorCall(2, False, False, "shell", line).parameters()) == 0
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {f"rank-{r}.txt": f"rank {r}\n" for r in (0, 1)}

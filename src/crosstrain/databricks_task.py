@@ -83,7 +83,7 @@ class DistributorCall:
     num_processes: int
     local_mode: bool
     use_gpu: bool
-    kind: Literal["file", "module"]
+    kind: Literal["file", "module", "shell"]
     target: str
     args: tuple[str, ...] = ()
     #: The code bundle: its archive on a path every node sees, or a folder holding it unpacked ("" for none).
@@ -113,15 +113,16 @@ class DistributorCall:
         target = parser.add_mutually_exclusive_group(required=True)
         target.add_argument("--file", help="a training script, at the same path on every node")
         target.add_argument("--module", help="a training module, importable on every node")
+        target.add_argument("--shell", help="a shell line, run by bash on every rank")
         argv = list(argv)
         split = argv.index("--") if "--" in argv else len(argv)
         ns = parser.parse_args(argv[:split])
         if ns.num_processes < 1:
             parser.error("--num-processes must be at least 1")
-        kind: Literal["file", "module"] = "file" if ns.file else "module"
+        kind: Literal["file", "module", "shell"] = "file" if ns.file else "module" if ns.module else "shell"
         code = os.path.abspath(ns.code) if ns.code else ""  # the ranks run from elsewhere
         args = tuple(argv[split + 1 :])
-        return cls(ns.num_processes, ns.local_mode, ns.use_gpu, kind, ns.file or ns.module, args, code)
+        return cls(ns.num_processes, ns.local_mode, ns.use_gpu, kind, ns.file or ns.module or ns.shell, args, code)
 
 
 def unpack(code: str) -> Path:
@@ -171,14 +172,21 @@ def enter(root: Path) -> Path:
 def train_on_rank(
     kind: str, target: str, args: list[str], token: str, marker_dir: str | None, code: str = ""
 ) -> dict[str, Any]:
-    """Runs in every training process: the user's script as `__main__`, then proof that this rank finished."""
+    """Runs in every training process: the user's script as `__main__` (or the shell line, with this rank's
+    RANK, LOCAL_RANK and WORLD_SIZE in its environment), then proof that this rank finished."""
     import runpy
+    import subprocess
 
     if code:
         enter(unpack(code))
     sys.argv = [target, *args]
     try:
-        if kind == "file":
+        if kind == "shell":
+            sys.stdout.flush()
+            returncode = subprocess.run(["bash", "-c", target, *args], check=False).returncode
+            if returncode:
+                raise SystemExit(returncode)
+        elif kind == "file":
             sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
             runpy.run_path(target, run_name="__main__")
         else:

@@ -19,10 +19,11 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    ValidationError,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from crosstrain import catalog
 from crosstrain.secrets import SECRET_FORMS_TEXT, match_reference, schema_pattern
@@ -35,6 +36,14 @@ _DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\
 def _invalid(message: str, fix: str) -> PydanticCustomError:
     """A validation error whose context carries the fix, which `crosstrain.loader` shows under the message."""
     return PydanticCustomError("crosstrain", message.replace("{", "{{").replace("}", "}}"), {"fix": fix})
+
+
+def _at(loc: tuple[str | int, ...], value: Any, message: str, fix: str) -> InitErrorDetails:
+    """An `_invalid` error at the field path `loc`, for validators that check several fields at once."""
+    return InitErrorDetails(type=PydanticCustomError("crosstrain", message, {"fix": fix}), loc=loc, input=value)
+
+
+_POOL_ROLES = ("primary", "workers", "parameter_servers", "evaluators")
 
 
 #: The longest duration a job may ask for: a year and a day, in seconds. Far beyond any training run, and within
@@ -92,7 +101,10 @@ def _split_command(value: Any) -> Any:
 Command = Annotated[
     list[str],
     BeforeValidator(_split_command, json_schema_input_type=str | list[str]),
-    Field(description="argv list, or one string split like a shell would (no shell is involved)."),
+    Field(
+        description="argv list, or one string split like a shell would (no shell is involved); with `shell: true`, "
+        "one shell line."
+    ),
 ]
 
 
@@ -218,6 +230,138 @@ EnvValue = Annotated[
     Field(description="A value, or `{secret: REF}`: a secret's reference, resolved on the node."),
 ]
 Env = dict[str, EnvValue]
+
+
+_DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+#: `${inputs.NAME}` / `${outputs.NAME}` in a command, an argument or an environment value.
+DATA_REFERENCE = re.compile(r"\$\{(inputs|outputs)\.([^{}]*)\}")
+#: Azure ML's own spelling, `${{inputs.NAME}}`, which each target renders from the portable one.
+_AZURE_REFERENCE = re.compile(r"\$\{\{\s*(inputs|outputs)\.([^{}]*?)\s*\}\}")
+_DATA_FORMS_TEXT = (
+    "gs://BUCKET/PATH, azureml:NAME:VERSION, azureml:NAME@latest, azureml://..., abfss://..., "
+    "https://ACCOUNT.blob.core.windows.net/..., s3://BUCKET/PATH, /Volumes/..., dbfs:/..., or a local path"
+)
+_DATA_ASSET = re.compile(r"azureml:[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}(?::[A-Za-z0-9_.-]{1,30}|@latest)")
+_DATA_SCHEMES = ("gs", "azureml", "abfss", "abfs", "wasbs", "https", "s3", "dbfs")
+_DATA_MODES = {"inputs": ("mount", "download", "direct"), "outputs": ("mount", "upload", "direct")}
+
+
+def data_kind(path: str) -> str:
+    """Where a data location lives: gs, azureml (a registered asset or an azureml:// URI), azure (abfss://,
+    wasbs://, https://), s3, volume (/Volumes/...), dbfs, or local."""
+    if path.startswith("azureml:"):
+        return "azureml"
+    if path.startswith("/Volumes/"):
+        return "volume"
+    scheme, sep, _ = path.partition(":")
+    if sep and scheme.lower() in _DATA_SCHEMES:
+        return {"abfs": "azure", "abfss": "azure", "wasbs": "azure", "https": "azure"}.get(
+            scheme.lower(), scheme.lower()
+        )
+    return "local"
+
+
+def _data_location(value: Any) -> Any:
+    """The short form, a path, is `{path: PATH}`."""
+    return {"path": value} if isinstance(value, str) else value
+
+
+class _DataLocation(_Model):
+    path: str | None = Field(
+        None,
+        description="Where the data is: gs://BUCKET/PATH, azureml:NAME:VERSION or azureml:NAME@latest (a "
+        "registered data asset), azureml://..., abfss://..., https://ACCOUNT.blob.core.windows.net/..., "
+        "s3://..., /Volumes/..., dbfs:/..., or a local path (relative to the job file; the local target).",
+    )
+    type: Literal["folder", "file", "table"] = Field(
+        "folder", description="folder (default), file, or table (an Azure ML mltable)."
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        shown = value if len(value) <= 80 else f"{value[:77]}..."
+        if not value.strip() or any(ord(c) < 32 for c in value):
+            raise _invalid(f"{shown!r} is not a data location", f"write {_DATA_FORMS_TEXT}")
+        scheme, sep, rest = value.partition("://")
+        if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme) and scheme.lower() not in _DATA_SCHEMES:
+            raise _invalid(f"{shown!r}: crosstrain reads no {scheme}:// locations", f"write {_DATA_FORMS_TEXT}")
+        if sep and not rest.strip("/"):
+            raise _invalid(f"{shown!r} names no bucket, container or path", f"write {_DATA_FORMS_TEXT}")
+        if value.startswith("azureml:") and not value.startswith("azureml://") and not _DATA_ASSET.fullmatch(value):
+            raise _invalid(
+                f"{shown!r} is not a registered data asset",
+                "write azureml:NAME:VERSION or azureml:NAME@latest (or an azureml://datastores/... URI)",
+            )
+        if value.startswith("dbfs:") and not value.startswith("dbfs:/"):
+            raise _invalid(f"{shown!r} is not a DBFS path", "write dbfs:/PATH")
+        return value
+
+    @model_validator(mode="after")
+    def _type_fits_path(self) -> _DataLocation:
+        path = self.path or ""
+        if self.type == "file" and (path.endswith("/") or re.fullmatch(r"[A-Za-z0-9]+://[^/]+/?", path)):
+            raise _invalid(
+                f"{path!r} names a folder (or a bucket), and the type is file",
+                "name the file (gs://bucket/data/train.csv), or use type: folder",
+            )
+        if self.type == "table" and path and data_kind(path) not in ("azureml", "azure", "local"):
+            raise _invalid(
+                f"a table is an Azure ML mltable, and {path!r} is not an Azure location",
+                "use type: folder (or file), or an azureml:, azureml://, abfss:// or https:// location",
+            )
+        return self
+
+    def shown_mode(self) -> str:
+        """The mode, or the default (mount) where none is set."""
+        return getattr(self, "mode", None) or "mount"
+
+
+class DataInput(_DataLocation):
+    """Data the command reads: named in `command`, `args` and `env` as `${inputs.NAME}`."""
+
+    mode: Literal["mount", "download", "direct"] | None = Field(
+        None,
+        description="mount (read-only; the default), download (copied to the node before the command), or "
+        "direct (the URI itself, for code that reads it with its own client). A target without the mode refuses it.",
+    )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, value: Any) -> Any:
+        return _check_mode(value, "inputs")
+
+
+class DataOutput(_DataLocation):
+    """Where the command writes: named in `command`, `args` and `env` as `${outputs.NAME}`."""
+
+    mode: Literal["mount", "upload", "direct"] | None = Field(
+        None,
+        description="mount (read-write; the default), upload (written on the node, uploaded at the end), or "
+        "direct (the URI itself). A target without the mode refuses it.",
+    )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, value: Any) -> Any:
+        return _check_mode(value, "outputs")
+
+
+def _check_mode(value: Any, direction: str) -> Any:
+    if not isinstance(value, str) or value in _DATA_MODES[direction]:
+        return value  # None, or the wrong type, which the field's own check words
+    other = "outputs" if direction == "inputs" else "inputs"
+    if value in _DATA_MODES[other]:
+        why = f"{value} is a mode of {other}, not of {direction}"
+    else:
+        why = f"{value!r} is not a data mode"
+    raise _invalid(why, f"use one of {', '.join(_DATA_MODES[direction])} (default: mount)")
+
+
+DataInputField = Annotated[DataInput, BeforeValidator(_data_location, json_schema_input_type=str | DataInput)]
+DataOutputField = Annotated[DataOutput, BeforeValidator(_data_location, json_schema_input_type=str | DataOutput)]
 
 
 class _Pool(_Model):
@@ -356,6 +500,21 @@ class TrainingJob(_Model):
         description="Environment variables of every pool: NAME: value, or NAME: {secret: REF} to pass a secret "
         "by reference (the render shows the reference, never a value).",
     )
+    shell: bool = Field(
+        False,
+        description="The command is one shell line, run by each platform's shell (so $RANK, && and quotes work); "
+        "`command` is then a single string, and `args` are appended to it shell-quoted.",
+    )
+    inputs: dict[str, DataInputField] = Field(
+        default_factory=dict,
+        description="Named data the command reads: NAME: PATH, or NAME: {path, type, mode}. `${inputs.NAME}` in "
+        "command, args and env values becomes the path where the node sees the data.",
+    )
+    outputs: dict[str, DataOutputField] = Field(
+        default_factory=dict,
+        description="Named locations the command writes: NAME: PATH, or NAME: {path, type, mode}. "
+        "`${outputs.NAME}` in command, args and env values becomes the path where the node writes.",
+    )
     primary: PrimaryPool = Field(default_factory=PrimaryPool)
     workers: WorkerPool = Field(default_factory=WorkerPool)
     reduction_server: ReductionServer | None = None
@@ -409,6 +568,109 @@ class TrainingJob(_Model):
         """This job, with relative paths resolved against `base_dir` (the job file's folder)."""
         self._base_dir = None if base_dir is None else Path(base_dir).absolute()
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shell_lines(cls, data: Any) -> Any:
+        """With `shell: true` a command is one line, kept whole (as a one-item list) rather than split."""
+        if not isinstance(data, dict) or data.get("shell") is not True:
+            return data
+        data = dict(data)
+        errors = []
+        for role in ("", *_POOL_ROLES):
+            holder = data if not role else data.get(role)
+            if not isinstance(holder, dict) or "command" not in holder:
+                continue
+            command = holder["command"]
+            path = ("command",) if not role else (role, "command")
+            if isinstance(command, list) and len(command) == 1 and isinstance(command[0], str):
+                command = command[0]
+            if isinstance(command, str):
+                if not command.strip():
+                    errors.append(_at(path, command, "the shell line is empty", "write the line the node runs"))
+                holder = {**holder, "command": [command]} if role else holder
+                if role:
+                    data[role] = holder
+                else:
+                    data["command"] = [command]
+            elif command is not None:
+                errors.append(
+                    _at(
+                        path,
+                        command,
+                        "with shell: true the command is one shell line, not a list",
+                        'write it as one string, e.g. "cd src && python train.py", or remove `shell: true`',
+                    )
+                )
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return data
+
+    @model_validator(mode="after")
+    def _data_references(self) -> TrainingJob:
+        """Every `${inputs.NAME}` / `${outputs.NAME}` names a declared location; names are identifiers."""
+        errors = []
+        for direction, declared in (("inputs", self.inputs), ("outputs", self.outputs)):
+            for name, location in declared.items():
+                if not _DATA_NAME.fullmatch(name):
+                    errors.append(
+                        _at(
+                            (direction, name),
+                            name,
+                            f"{name!r} is not a valid {direction[:-1]} name",
+                            "use letters, digits and '_', not starting with a digit (it is written ${"
+                            f"{direction}.NAME}} in the command)",
+                        )
+                    )
+                if location.path is None and direction == "inputs":
+                    errors.append(_at((direction, name, "path"), None, "an input needs a path", "add `path:`"))
+        for name in sorted(set(self.inputs) & set(self.outputs)):
+            errors.append(
+                _at(("outputs", name), name, f"{name!r} names both an input and an output", "rename one of them")
+            )
+        for path, text in self.reference_sites():
+            for found in _AZURE_REFERENCE.finditer(text):
+                errors.append(
+                    _at(
+                        path,
+                        text,
+                        f"{found[0]} is Azure ML's spelling",
+                        f"write ${{{found[1]}.{found[2]}}}: each target renders it (Azure ML as {found[0]})",
+                    )
+                )
+            for found in DATA_REFERENCE.finditer(text):
+                direction, name = found[1], found[2]
+                declared = self.inputs if direction == "inputs" else self.outputs
+                if name in declared:
+                    continue
+                import difflib
+
+                close = difflib.get_close_matches(name, list(declared), n=1, cutoff=0.6)
+                if close:
+                    fix = f"did you mean ${{{direction}.{close[0]}}}?"
+                elif declared:
+                    fix = f"use one of {', '.join(f'${{{direction}.{n}}}' for n in declared)}"
+                else:
+                    fix = f"declare it under `{direction}:` (NAME: PATH)"
+                errors.append(_at(path, text, f"{found[0]} names no {direction[:-1]} of the job", fix))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
+    def reference_sites(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """(field path, text) of every command word, argument and plain environment value of the job and its
+        pools: where `${inputs.NAME}` and `${outputs.NAME}` may appear."""
+        sites: list[tuple[tuple[str | int, ...], str]] = []
+        holders: list[tuple[tuple[str, ...], Any]] = [((), self)]
+        holders += [((role,), getattr(self, role)) for role in _POOL_ROLES if getattr(self, role) is not None]
+        for prefix, holder in holders:
+            for attr in ("command", "args"):
+                for i, word in enumerate(getattr(holder, attr) or []):
+                    sites.append(((*prefix, attr, i), word))
+            for name, value in holder.env.items():
+                if isinstance(value, str):
+                    sites.append(((*prefix, "env", name), value))
+        return sites
 
     @model_validator(mode="after")
     def _one_runtime(self) -> TrainingJob:
@@ -513,6 +775,10 @@ class TrainingJob(_Model):
         return job_html(self)
 
 
+#: How every target runs a `shell: true` line: the platform's container (or node) starts bash with it.
+SHELL_COMMAND = ("bash", "-c")
+
+
 @dataclass(frozen=True)
 class PoolView:
     """A pool with the job's defaults applied: what every backend actually renders."""
@@ -529,6 +795,8 @@ class PoolView:
     machine_path: str
     #: NAME -> (the reference, the field path that set it): variables to be read from a store on the node.
     secrets: dict[str, tuple[SecretRef, str]] = dataclasses.field(default_factory=dict)
+    #: With `shell: true`, the line (args appended, shell-quoted) that `command` runs as `bash -c LINE`.
+    shell_line: str | None = None
 
     @classmethod
     def of(cls, role: str, pool: _Pool, job: TrainingJob, primary: PoolView | None) -> PoolView:
@@ -540,15 +808,28 @@ class PoolView:
                 return f"{role}.env.{name}"
             return f"primary.env.{name}" if inherit and name in job.primary.env else f"env.{name}"
 
+        base_command, base_args = job.command, list(job.args)
+        if inherit:  # the primary's own command and args (a shell line is built below from these)
+            base_command = job.primary.command if job.primary.command is not None else base_command
+            base_args = job.primary.args if job.primary.args is not None else base_args
+        command = pool.command if pool.command is not None else base_command
+        args = pool.args if pool.args is not None else base_args
+        line = None
+        if job.shell and command:
+            import shlex
+
+            line = " ".join([command[0], *(shlex.quote(a) for a in args)])
+            command, args = [*SHELL_COMMAND, line], []
         return cls(
             role=role,
             replicas=int(getattr(pool, "replicas", 1)),
             image=pool.image or (inherit.image if inherit else None) or job.image,
-            command=pool.command if pool.command is not None else (inherit.command if inherit else job.command),
-            args=pool.args if pool.args is not None else (inherit.args if inherit else list(job.args)),
+            command=command,
+            args=args,
             env={k: v for k, v in env.items() if isinstance(v, str)},
             machine=pool.machine or (inherit.machine if inherit else None),
             boot_disk=pool.boot_disk or (inherit.boot_disk if inherit else None),
             machine_path=f"{role}.machine" if pool.machine or not inherit else inherit.machine_path,
             secrets={k: (v, where(k)) for k, v in env.items() if isinstance(v, SecretRef)},
+            shell_line=line,
         )

@@ -272,6 +272,7 @@ GOLDEN_JOBS = {
     "ddp-quickstart": (ROOT / "examples" / "ddp-quickstart" / "job.yaml", SETTINGS),
     "base-job": (None, SETTINGS),
     "aiplatform-prebuilt-package": (ROOT / "examples" / "aiplatform-prebuilt-package" / "job.yaml", {}),
+    "aiplatform-data": (ROOT / "examples" / "aiplatform-data.yaml", {}),
 }
 
 

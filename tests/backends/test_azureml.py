@@ -145,7 +145,7 @@ def create_calls(request: Request) -> list[tuple[str, str, Any]]:
 # -- parity with the SDK -----------------------------------------------------------------------------------
 def _cases() -> dict[str, tuple[TrainingJob, dict[str, Any], dict[str, Any]]]:
     """name -> (spec, settings, the same job written with azure.ai.ml.command's keyword arguments)."""
-    from azure.ai.ml import MpiDistribution, PyTorchDistribution, TensorFlowDistribution
+    from azure.ai.ml import Input, MpiDistribution, Output, PyTorchDistribution, TensorFlowDistribution
     from azure.ai.ml.entities import Environment, ManagedIdentityConfiguration
 
     image = BASE_JOB["image"]
@@ -207,6 +207,52 @@ def _cases() -> dict[str, tuple[TrainingJob, dict[str, Any], dict[str, Any]]]:
                 "timeout": 90061,
             },
         ),
+        "inputs-and-outputs": (
+            job(
+                command=["python", "-m", "train", "--data", "${inputs.data}", "--labels", "${inputs.labels}"],
+                args=["--table", "${inputs.table}", "--out", "${outputs.model}"],
+                inputs={
+                    "data": "azureml:cifar10:3",
+                    "labels": {"path": "https://acct.blob.core.windows.net/c/labels.csv", "type": "file"},
+                    "table": {"path": "azureml://datastores/ws/paths/t/", "type": "table", "mode": "download"},
+                    "raw": {"path": "abfss://c@acct.dfs.core.windows.net/raw/", "mode": "direct"},
+                },
+                outputs={
+                    "model": {"path": "azureml://datastores/ws/paths/out/", "mode": "upload"},
+                    "logs": {},
+                    "metrics": {"type": "file", "mode": "mount"},
+                },
+            ),
+            {},
+            {
+                **common,
+                "command": "python -m train --data '${{inputs.data}}' --labels '${{inputs.labels}}' --table "
+                "'${{inputs.table}}' --out '${{outputs.model}}'",
+                "compute": "gpu-cluster",
+                "distribution": PyTorchDistribution(process_count_per_instance=4),
+                "inputs": {
+                    "data": Input(path="azureml:cifar10:3"),
+                    "labels": Input(type="uri_file", path="https://acct.blob.core.windows.net/c/labels.csv"),
+                    "table": Input(type="mltable", path="azureml://datastores/ws/paths/t/", mode="download"),
+                    "raw": Input(path="abfss://c@acct.dfs.core.windows.net/raw/", mode="direct"),
+                },
+                "outputs": {
+                    "model": Output(path="azureml://datastores/ws/paths/out/", mode="upload"),
+                    "logs": Output(type="uri_folder"),
+                    "metrics": Output(type="uri_file", mode="rw_mount"),
+                },
+            },
+        ),
+        "shell-line": (
+            job(shell=True, command='cd src && python -m train --rank "$RANK" && echo done', args=["--epochs", "2"]),
+            {},
+            {
+                **common,
+                "command": 'cd src && python -m train --rank "$RANK" && echo done --epochs 2',
+                "compute": "gpu-cluster",
+                "distribution": PyTorchDistribution(process_count_per_instance=4),
+            },
+        ),
         "serverless-spot": (
             job(primary={"machine": "H100:8"}, scheduling={"spot": True}),
             {"compute": None},
@@ -227,6 +273,8 @@ CASES = [
     "tensorflow",
     "named-compute-and-environment",
     "serverless-spot",
+    "inputs-and-outputs",
+    "shell-line",
 ]
 
 

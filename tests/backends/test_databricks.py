@@ -118,7 +118,8 @@ def _example(monkeypatch: pytest.MonkeyPatch) -> Request:
 
 def _all_rendered(monkeypatch: pytest.MonkeyPatch) -> dict[str, Request]:
     rendered = {name: backend().render(job_from_dict(job), s) for name, (job, s) in _golden_cases().items()}
-    return {"example-aws": _example(monkeypatch), **rendered}
+    data = backend().render(load_job(ROOT / "examples" / "databricks-data.yaml"))
+    return {"example-aws": _example(monkeypatch), "data-aws": data, **rendered}
 
 
 def _stable(request: Request) -> str:

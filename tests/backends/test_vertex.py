@@ -116,6 +116,7 @@ GOLDEN_EXAMPLES = [
         "vertex-reduction-server.yaml",
         "aiplatform-prebuilt-package/job.yaml",
         "vertex-package-reduction-server/job.yaml",
+        "vertex-data.yaml",
     )
 ]
 

@@ -33,7 +33,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from pydantic import Field, field_validator
 
-from crosstrain import catalog, packaging, secrets
+from crosstrain import catalog, data, packaging, secrets
 from crosstrain.adaptors import google_rest
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
@@ -42,6 +42,8 @@ from crosstrain.backends._google import (
     SECRET_STORES,
     StagingBucket,
     code_refusals,
+    data_node_path,
+    data_refusals,
     label_problems,
     labels,
     launch_problems,
@@ -352,6 +354,14 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         problems += secrets.needs_command(job, "AI Platform Training")
         return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
 
+    def data_refusals(self, job: TrainingJob, settings: AIPlatformSettings) -> list[Problem]:
+        return data_refusals(job, "AI Platform Training", fuse=False)
+
+    def node_path(
+        self, job: TrainingJob, settings: AIPlatformSettings, direction: str, name: str, location: Any
+    ) -> str:
+        return data_node_path(location, fuse=False)
+
     def _render(self, job: TrainingJob, settings: AIPlatformSettings, ids: Ids) -> Request:
         identity = ids.identity
         tier = scale_tier(job)
@@ -431,7 +441,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             job.name,
             (*calls, call),
             settings.model_dump(mode="json"),
-            notes=(SHUTDOWN_NOTE, *tier_notes, *tf_notes, *code_notes, *secret_notes),
+            notes=(SHUTDOWN_NOTE, *tier_notes, *tf_notes, *code_notes, *secret_notes, *_data_notes(job)),
             code=bundle.ref if bundle else None,
         )
 
@@ -806,3 +816,14 @@ def _replica_config(
             disk["bootDiskSizeGb"] = pool.boot_disk.size_gb
         config["diskConfig"] = disk
     return config
+
+
+def _data_notes(job: TrainingJob) -> list[str]:
+    """Cloud Storage data reaches an AI Platform command as its gs:// URI: say so, since Vertex AI mounts it."""
+    gs = [f"{d}.{n}" for d, n, loc in data.locations(job) if loc.path and loc.path.startswith("gs://")]
+    if not gs:
+        return []
+    return [
+        f"{', '.join(gs)}: the command gets the gs:// URI (AI Platform Training has no Cloud Storage FUSE mount; "
+        "read it with a Cloud Storage client such as gcsfs or tf.io.gfile)"
+    ]

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from crosstrain import catalog, packaging, secrets
+from crosstrain import catalog, data, packaging, secrets
 from crosstrain.adaptors import azure
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
@@ -484,9 +484,10 @@ def _unexpressible(job: TrainingJob) -> list[Problem]:
         problems.append(
             Problem(
                 "output_dir",
-                "Azure ML outputs are named job outputs that the command must reference; crosstrain does not "
-                "render them yet",
-                "remove output_dir and write to an azureml:// datastore path from the training code",
+                "Azure ML writes a job's outputs to named outputs that the command references; a job has no "
+                "output folder of its own",
+                "replace output_dir with `outputs: {NAME: azureml://datastores/...}` and pass ${outputs.NAME} in "
+                "the command",
             )
         )
     if job.identity is not None and _identity(job.identity) is None:
@@ -650,6 +651,57 @@ def _code_calls(bundle: packaging.Bundle, workspace: str, headers: dict[str, str
     return code_id, calls
 
 
+#: The job input and output types of `type:` (azure-ai-ml's AssetTypes).
+_AZURE_DATA_TYPES = {"folder": "uri_folder", "file": "uri_file", "table": "mltable"}
+#: The REST modes of `mode:`, per direction, as azure-ai-ml maps ro_mount, rw_mount, download, upload, direct.
+_AZURE_DATA_MODES = {
+    "inputs": {"mount": "ReadOnlyMount", "download": "Download", "direct": "Direct"},
+    "outputs": {"mount": "ReadWriteMount", "upload": "Upload", "direct": "Direct"},
+}
+#: The same modes as az-yaml writes them.
+_AZURE_YAML_MODES = {
+    "ReadOnlyMount": "ro_mount",
+    "ReadWriteMount": "rw_mount",
+    "Download": "download",
+    "Upload": "upload",
+    "Direct": "direct",
+}
+_DATA_ASSET = re.compile(r"azureml:(?P<name>[^:@/]+):(?P<version>[^:@/]+)")
+_DATA_ASSET_ID = re.compile(r"^/subscriptions/.*/data/(?P<name>[^/]+)/versions/(?P<version>[^/]+)$")
+
+
+def _data_bindings(job: TrainingJob, direction: str, workspace: str) -> dict[str, Any]:
+    """The job's own `inputs` or `outputs`, as `command(inputs=..., outputs=...)` sends them: a registered
+    asset by its ARM id, any other location as its URI, an unset mode left to the service (mount)."""
+    out: dict[str, Any] = {}
+    declared = job.inputs if direction == "inputs" else job.outputs
+    for name, location in declared.items():
+        binding: dict[str, Any] = {}
+        if location.path is not None:
+            asset = _DATA_ASSET.fullmatch(location.path)
+            uri = f"{workspace}/data/{asset['name']}/versions/{asset['version']}" if asset else location.path
+            binding["uri"] = uri
+        if location.mode is not None:
+            binding["mode"] = _AZURE_DATA_MODES[direction][location.mode]
+        binding["jobInputType" if direction == "inputs" else "jobOutputType"] = _AZURE_DATA_TYPES[location.type]
+        out[name] = binding
+    return out
+
+
+def _yaml_bindings(bindings: Mapping[str, Any], kind_key: str) -> dict[str, Any]:
+    """REST inputs or outputs in az-yaml's words."""
+    out: dict[str, Any] = {}
+    for name, binding in bindings.items():
+        entry: dict[str, Any] = {"type": binding[kind_key]}
+        if "uri" in binding:
+            asset = _DATA_ASSET_ID.match(binding["uri"])
+            entry["path"] = f"azureml:{asset['name']}:{asset['version']}" if asset else binding["uri"]
+        if "mode" in binding:
+            entry["mode"] = _AZURE_YAML_MODES[binding["mode"]]
+        out[name] = entry
+    return out
+
+
 def _distribution(plan: _Plan) -> dict[str, Any]:
     if plan.framework == "tensorflow":
         return {"distributionType": "TensorFlow", "workerCount": plan.nodes, "parameterServerCount": 0}
@@ -710,6 +762,71 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             problems.append(refused.problem)
         return problems
 
+    def data_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
+        """Azure ML reads its data assets, datastores and Azure Storage URIs, in every mode; the service replaces
+        `${{inputs.NAME}}` in the command only."""
+        problems = []
+        for direction, name, location in data.locations(job):
+            kind = data.kind(location)
+            if kind == "local" and direction == "outputs":
+                problems.append(
+                    data.refusal(
+                        direction,
+                        name,
+                        f"{location.path} is a local path, and Azure ML writes outputs to a datastore",
+                        "write azureml://datastores/<datastore>/paths/<path>, or leave `path` out (Azure ML picks "
+                        "a place in the workspace's default datastore)",
+                    )
+                )
+            elif kind == "local":
+                problems.append(
+                    data.refusal(
+                        direction,
+                        name,
+                        f"{location.path} is a local path: azure-ai-ml would upload it to the workspace's datastore "
+                        "before the job, and crosstrain uploads no data",
+                        f"upload it once (az ml data create --name {name} --path {location.path} --type "
+                        f"{_AZURE_DATA_TYPES[location.type]}) and write azureml:{name}:1",
+                    )
+                )
+            elif location.path is not None and location.path.endswith("@latest"):
+                problems.append(
+                    data.refusal(
+                        direction,
+                        name,
+                        "azure-ai-ml resolves the latest version with a lookup just before the create, and a "
+                        "crosstrain request is fixed when it is rendered (so a re-submit is the same job)",
+                        f"pin the version: {location.path.removesuffix('@latest')}:VERSION (`az ml data show -n "
+                        f"{location.path.removeprefix('azureml:').removesuffix('@latest')} --label latest "
+                        "--query version`)",
+                    )
+                )
+            elif kind not in ("azureml", "azure", "none"):
+                problems.append(
+                    data.unreachable(
+                        direction,
+                        name,
+                        location,
+                        "Azure ML",
+                        "azureml:NAME:VERSION data assets, azureml:// datastore paths, abfss:// and https:// Azure "
+                        "Storage URIs",
+                    )
+                )
+        for path, direction, name in data.references(job):
+            if ".env." in f".{path}":
+                problems.append(
+                    Problem(
+                        path,
+                        f"Azure ML replaces ${{{{{direction}.{name}}}}} in the command only, not in environment "
+                        "variables",
+                        f"pass ${{{direction}.{name}}} to the program in `command` or `args`",
+                    )
+                )
+        return problems
+
+    def node_path(self, job: TrainingJob, settings: AzureMLSettings, direction: str, name: str, location: Any) -> str:
+        return "${{" + f"{direction}.{name}" + "}}"
+
     def _render(self, job: TrainingJob, settings: AzureMLSettings, ids: Ids) -> Request:
         plan, _ = _plan(job, settings)
         assert plan is not None  # render() refused the job otherwise
@@ -762,6 +879,8 @@ class AzureMLBackend(Backend[AzureMLSettings]):
                     "(crosstrain_code --install)"
                 )
         command = plan.command
+        # A shell line runs in Azure ML's own shell as it is: the node runs exactly the line the job file has.
+        line = job.pools()[0].shell_line
         if plan.launcher_processes is not None:
             command = launcher_command(command, nproc_per_node=plan.launcher_processes, nnodes=plan.nodes)
         pool = job.pools()[0]
@@ -770,6 +889,8 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             notes.append(secrets.runtime_note(pool))
         if bundle is not None:  # from the snapshot root, which holds crosstrain_code/: the code's own folder
             command = bundle_command(command, install=bool(bundle.requirements))
+        if command != plan.command:
+            line = None  # wrapped: the shell line runs under bash -c, inside the wrapper's argv
         resources: dict[str, Any] = {"instanceCount": plan.nodes, "properties": {}}
         if not settings.compute:
             resources["instanceType"] = plan.machine.machine_type
@@ -781,11 +902,11 @@ class AzureMLBackend(Backend[AzureMLSettings]):
             "jobType": "Command",
             "displayName": job.name,
             "experimentName": settings.experiment or job.name,
-            "command": shlex.join(command),
+            "command": line if line is not None else shlex.join(command),
             "environmentId": environment_id,
             "environmentVariables": plan.env,
-            "inputs": {},
-            "outputs": {},
+            "inputs": _data_bindings(job, "inputs", workspace),
+            "outputs": _data_bindings(job, "outputs", workspace),
             "distribution": _distribution(plan),
             "resources": resources,
             "tags": dict(job.labels),
@@ -1348,6 +1469,10 @@ def cli_yaml(request: Request) -> dict[str, Any]:
         out["code"] = f"azureml:{match[1]}:{match[2]}" if match else props["codeId"]
     if props.get("environmentVariables"):
         out["environment_variables"] = dict(props["environmentVariables"])
+    if props.get("inputs"):
+        out["inputs"] = _yaml_bindings(props["inputs"], "jobInputType")
+    if props.get("outputs"):
+        out["outputs"] = _yaml_bindings(props["outputs"], "jobOutputType")
     if "computeId" in props:
         out["compute"] = "azureml:" + props["computeId"].rsplit("/", 1)[-1]
     dist = props.get("distribution") or {}  # a patch may remove it

@@ -628,7 +628,24 @@ class Backend(ABC, Generic[S]):
 
     def refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
         """Everything this target cannot express about `job`; empty when it can run it."""
-        return capability_problems(job, self.capabilities, self.name) + self.platform_refusals(job, settings)
+        problems = capability_problems(job, self.capabilities, self.name) + self.platform_refusals(job, settings)
+        if job.inputs or job.outputs:
+            problems += self.data_refusals(job, settings)
+        return problems
+
+    def data_refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
+        """The job's `inputs` and `outputs` this target's nodes cannot reach, or not in their mode
+        (`crosstrain.data`); by default every one."""
+        from crosstrain import data
+
+        return [
+            data.refusal(direction, name, f"{self.name} passes no data locations to its nodes", "remove it")
+            for direction, name, _ in data.locations(job)
+        ]
+
+    def node_path(self, job: TrainingJob, settings: S, direction: str, name: str, location: Any) -> str:
+        """Where a node sees a data location `data_refusals` let through: what `${inputs.NAME}` becomes."""
+        raise NotImplementedError(f"{self.name} renders no data locations")
 
     def platform_refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
         """Backend-specific refusals on top of the capability checks."""
@@ -648,6 +665,12 @@ class Backend(ABC, Generic[S]):
             problems = self.refusals(job, settings)
             if problems:
                 raise Unsupported(self.name, problems)
+            from crosstrain import data
+
+            spec = job
+            job = data.placed(
+                spec, lambda direction, name, place: self.node_path(spec, settings, direction, name, place)
+            )
             probe = self._render(job, settings, placeholder_ids(job, self.identity_max_len))
             if settings.patch is not None:
                 self.check_patch(settings.patch, probe)

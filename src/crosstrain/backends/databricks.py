@@ -56,7 +56,7 @@ from urllib.parse import parse_qs, quote, unquote, urlparse
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from crosstrain import catalog, packaging, secrets, uploads
+from crosstrain import catalog, data, packaging, secrets, uploads
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -372,9 +372,11 @@ class _Plan:
         if not command:
             self.problems.append(Problem("command", "the job has no command", fix))
             return
-        kind: Literal["file", "module"]
+        kind: Literal["file", "module", "shell"]
         rest = command[1:] if _PYTHON.fullmatch(os.path.basename(command[0])) else command
-        if rest[:1] == ["-m"] and len(rest) > 1:
+        if self.pool.shell_line is not None:  # every rank runs the line with bash, in the code folder
+            kind, target, args = "shell", self.pool.shell_line, []
+        elif rest[:1] == ["-m"] and len(rest) > 1:
             kind, target, args = "module", rest[1], rest[2:]
         elif rest and rest[0].endswith(".py"):
             kind, target, args = "file", rest[0], rest[1:]
@@ -514,6 +516,58 @@ class DatabricksBackend(Backend[DatabricksSettings]):
                 problems.append(Problem(path, message, fix))
         return problems
 
+    def data_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
+        """Unity Catalog volumes and DBFS are files on every node (read and written in place); another cloud's
+        URI reaches the code as is (`direct`), for Spark or a client with the cluster's credentials."""
+        problems = []
+        reaches = "/Volumes/... and dbfs:/... (as /dbfs/...), or cloud URIs with mode: direct"
+        for direction, name, location in data.locations(job):
+            kind, mode = data.kind(location), getattr(location, "mode", None)
+            if location.type == "table":
+                problems.append(
+                    data.refusal(
+                        direction,
+                        name,
+                        "a table is an Azure ML mltable, which Databricks does not read",
+                        "use type: folder or file (or read a Unity Catalog table with Spark in the code)",
+                        "type",
+                    )
+                )
+            elif kind in ("volume", "dbfs") and mode in ("download", "upload"):
+                problems.append(
+                    data.mode_refusal(
+                        direction,
+                        name,
+                        location,
+                        "Databricks",
+                        "every node sees it as files (FUSE) and reads and writes it in place, with no copy",
+                        "mount (the default) or direct",
+                    )
+                )
+            elif kind in ("gs", "azure", "s3") and mode != "direct":
+                problems.append(
+                    data.mode_refusal(
+                        direction,
+                        name,
+                        location,
+                        "Databricks",
+                        "a cluster sees only /Volumes/ and /dbfs/ as files; a cloud URI reaches the code as is, for "
+                        "Spark or a client with the cluster's credentials",
+                        "direct, or put the data in a Unity Catalog volume (/Volumes/...)",
+                    )
+                )
+            elif kind not in ("volume", "dbfs", "gs", "azure", "s3"):
+                problems.append(data.unreachable(direction, name, location, "Databricks", reaches))
+        return problems
+
+    def node_path(
+        self, job: TrainingJob, settings: DatabricksSettings, direction: str, name: str, location: Any
+    ) -> str:
+        path = str(location.path)
+        if path.startswith("dbfs:/") and getattr(location, "mode", None) != "direct":
+            return "/dbfs/" + path.removeprefix("dbfs:/").lstrip("/")
+        return path
+
     def _render(self, job: TrainingJob, settings: DatabricksSettings, ids: Ids) -> Request:
         plan = _Plan(job, settings)
         assert plan.call is not None, "render runs only after refusals found nothing"
@@ -584,7 +638,12 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         )
         notes.append(
             f"TorchDistributor(num_processes={call.num_processes}, local_mode={call.local_mode}, "
-            f"use_gpu={call.use_gpu}).run({call.target!r}, *{list(call.args)!r})"
+            f"use_gpu={call.use_gpu}).run("
+            + (
+                f"bash -c {call.target!r} on every rank)"
+                if call.kind == "shell"
+                else f"{call.target!r}, *{list(call.args)!r})"
+            )
         )
         ships = job.code is not None or job.function_payload is not None
         if ships:

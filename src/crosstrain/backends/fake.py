@@ -150,6 +150,12 @@ class FakeBackend(Backend[FakeSettings]):
         self.cloud = cloud or FakeCloud()
         self.uploads = 0  # archives this backend wrote (an unchanged re-submit writes none)
 
+    def data_refusals(self, job: TrainingJob, settings: FakeSettings) -> list[Problem]:
+        return []  # it runs nothing: every location is kept as written
+
+    def node_path(self, job: TrainingJob, settings: FakeSettings, direction: str, name: str, location: Any) -> str:
+        return location.path if location.path is not None else f"${{{direction}.{name}}}"
+
     def _render(self, job: TrainingJob, settings: FakeSettings, ids: Ids) -> Request:
         root = Path(os.path.expanduser(settings.root)).absolute()
         body: dict[str, Any] = {
@@ -159,6 +165,11 @@ class FakeBackend(Backend[FakeSettings]):
             "labels": dict(job.labels),
             "pools": [_pool(pool, job) for pool in job.pools()],
             "launch": {"mode": job.launch.mode, "framework": job.launch.framework},
+            **{
+                direction: {name: loc.model_dump(mode="json", exclude_none=True) for name, loc in declared.items()}
+                for direction, declared in (("inputs", job.inputs), ("outputs", job.outputs))
+                if declared
+            },
             "scheduling": job.scheduling.model_dump(mode="json", exclude_none=True),
             "plan": {
                 "outcome": settings.outcome,

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from crosstrain import catalog, packaging
+from crosstrain import catalog, data, packaging
 from crosstrain.backends._google import fuse_bootstrap_args
 from crosstrain.backends.base import (
     Backend,
@@ -227,8 +227,56 @@ class LocalBackend(Backend[LocalSettings]):
                     )
         return list(problems.values())
 
+    def data_refusals(self, job: TrainingJob, settings: LocalSettings) -> list[Problem]:
+        """A local run reads and writes local paths (relative to the job file) in place; a cloud location is
+        reached only on that cloud's nodes, and no emulation reaches it from here."""
+        problems = []
+        for direction, name, location in data.locations(job):
+            if location.path is None:
+                problems.append(data.unreachable(direction, name, location, "a local run", "a local folder"))
+            elif data.kind(location) != "local":
+                problems.append(
+                    data.refusal(
+                        direction,
+                        name,
+                        f"a local run reads and writes local paths only, and {location.path} is "
+                        f"{data.KIND_TITLES[data.kind(location)]}, which only the cloud's nodes reach (crosstrain "
+                        "copies no data here, under any emulation)",
+                        f"copy the data here and point {direction}.{name} at the local folder (relative to the job "
+                        "file)",
+                    )
+                )
+            elif direction == "inputs" and not (job.base_dir / str(location.path)).exists():
+                problems.append(
+                    data.refusal(
+                        direction,
+                        name,
+                        f"{location.path} does not exist here ({job.base_dir / str(location.path)}; a relative "
+                        "path is read from the job file's folder)",
+                        "create it, or point the input at a local copy of the data",
+                        "path",
+                    )
+                )
+        return problems
+
+    def node_path(self, job: TrainingJob, settings: LocalSettings, direction: str, name: str, location: Any) -> str:
+        return os.path.abspath(job.base_dir / str(location.path))
+
     def _render(self, job: TrainingJob, settings: LocalSettings, ids: Ids) -> Request:
         identity = ids.identity
+        places = {
+            f"{direction}.{name}": self.node_path(job, settings, direction, name, location)
+            for direction, name, location in data.locations(job)
+        }
+        # The outputs' folders, made when the run starts (a file output's folder is the one that holds it).
+        folders = sorted(
+            {
+                places[f"outputs.{name}"] if out.type != "file" else os.path.dirname(places[f"outputs.{name}"])
+                for name, out in job.outputs.items()
+            }
+        )
+        # Their paths are in the commands already: an emulated target renders the job with no data of its own.
+        job = job.model_copy(update={"inputs": {}, "outputs": {}})
         secret_refs = {name: ref.secret for pool in job.pools() for name, (ref, _) in pool.secrets.items()}
         job = _without_secrets(job)  # their values reach the processes from the caller's environment
         workdir = Path(settings.workdir or os.getcwd()).absolute()
@@ -300,6 +348,10 @@ class LocalBackend(Backend[LocalSettings]):
                 )
         if emulated is not None:
             body["rendered_for"] = {"target": emulated.target, "identity": emulated.identity}
+        if places:
+            body["data"] = places
+            body["output_folders"] = folders
+            notes.append("inputs and outputs are read and written in place, whatever their mode")
         call = HttpCall(
             "RUN",
             workdir.as_uri(),
@@ -374,6 +426,8 @@ class LocalBackend(Backend[LocalSettings]):
             Process(p["name"], p["node"], list(p["ranks"]), p["argv"], p["env"], bool(p["agent"]))
             for p in body["processes"]
         ]
+        for folder in body.get("output_folders", []):
+            Path(folder).mkdir(parents=True, exist_ok=True)
         with contextlib.ExitStack() as stack:
             cwd = body["workdir"]
             if request.code is not None:

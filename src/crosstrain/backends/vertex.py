@@ -51,6 +51,8 @@ from crosstrain.backends._google import (
     SECRET_STORES,
     StagingBucket,
     code_refusals,
+    data_node_path,
+    data_refusals,
     fuse_command,
     label_problems,
     labels,
@@ -358,6 +360,12 @@ class VertexBackend(Backend[VertexSettings]):
             )
         problems += secrets.needs_command(job, "Vertex AI")
         return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
+
+    def data_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
+        return data_refusals(job, "Vertex AI", fuse=True)
+
+    def node_path(self, job: TrainingJob, settings: VertexSettings, direction: str, name: str, location: Any) -> str:
+        return data_node_path(location, fuse=True)
 
     def _render(self, job: TrainingJob, settings: VertexSettings, ids: Ids) -> Request:
         identity = ids.identity

@@ -1,0 +1,128 @@
+"""Data inputs and outputs: where each target's nodes see `inputs:` and `outputs:`.
+
+A job names its data once (`inputs: {train: gs://b/cifar10}`) and refers to it as `${inputs.train}` in its
+command, args and env values. Each backend says, for every location, whether its nodes can reach it
+(`Backend.data_refusals`: refused at `inputs.NAME` with the reason, never dropped) and the path where a node
+sees it (`Backend.node_path`: `/gcs/b/cifar10` on Vertex AI, `${{inputs.train}}` on Azure ML, ...);
+`placed` writes those paths into the job before the backend renders it, so every rendered command, argument
+and variable shows what the node gets. Standard library only: this module is on the render path.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from crosstrain.errors import Problem
+from crosstrain.spec import DATA_REFERENCE, data_kind
+
+if TYPE_CHECKING:
+    from crosstrain.spec import DataInput, DataOutput, TrainingJob
+
+    Location = DataInput | DataOutput
+
+#: What each kind of location is called in messages.
+KIND_TITLES = {
+    "gs": "Cloud Storage",
+    "azureml": "an Azure ML data asset or datastore",
+    "azure": "Azure Storage",
+    "s3": "Amazon S3",
+    "volume": "a Unity Catalog volume",
+    "dbfs": "DBFS",
+    "local": "a local path",
+}
+
+
+def locations(job: TrainingJob) -> Iterator[tuple[str, str, Location]]:
+    """(`inputs` or `outputs`, name, location) of every data location of the job."""
+    for name, found in job.inputs.items():
+        yield "inputs", name, found
+    for name, out in job.outputs.items():
+        yield "outputs", name, out
+
+
+def kind(location: Location) -> str:
+    """`crosstrain.spec.data_kind` of the location's path; `none` for an output with no path."""
+    return data_kind(location.path) if location.path is not None else "none"
+
+
+def refusal(direction: str, name: str, message: str, fix: str, field: str = "") -> Problem:
+    """A problem at `inputs.NAME` (or `inputs.NAME.mode`...)."""
+    return Problem(f"{direction}.{name}{'.' + field if field else ''}", message, fix)
+
+
+def mode_refusal(direction: str, name: str, location: Location, platform: str, why: str, modes: str) -> Problem:
+    """A location whose mode the platform does not have."""
+    return refusal(
+        direction,
+        name,
+        f"{platform} has no {location.shown_mode()} mode for {KIND_TITLES.get(kind(location), 'this location')}: {why}",
+        f"use mode: {modes}",
+        "mode",
+    )
+
+
+def unreachable(direction: str, name: str, location: Location, platform: str, reaches: str) -> Problem:
+    """A location the platform's nodes cannot reach."""
+    if location.path is None:
+        return refusal(
+            direction,
+            name,
+            f"{platform} chooses no place for an output without a path",
+            f"give the output a path ({reaches})",
+        )
+    return refusal(
+        direction,
+        name,
+        f"{platform} nodes cannot reach {location.path} ({KIND_TITLES[kind(location)]}); they reach {reaches}",
+        f"put the data where the nodes reach it ({reaches}), or choose a target that reads "
+        f"{KIND_TITLES[kind(location)]}",
+    )
+
+
+def placed(job: TrainingJob, node_path: Callable[[str, str, Location], str]) -> TrainingJob:
+    """The job with every `${inputs.NAME}` / `${outputs.NAME}` replaced by `node_path(direction, name,
+    location)`: the path where the node sees it. In a shell line a path that the shell would split is quoted."""
+    if not job.inputs and not job.outputs:
+        return job
+    paths = {(direction, name): node_path(direction, name, location) for direction, name, location in locations(job)}
+
+    def fill(text: str, shell: bool) -> str:
+        def one(found: Any) -> str:
+            path = paths[(found[1], found[2])]
+            return shlex.quote(path) if shell and not _shell_safe(path) else path
+
+        return DATA_REFERENCE.sub(one, text)
+
+    def pool_update(holder: Any) -> dict[str, Any]:
+        update: dict[str, Any] = {}
+        if holder.command is not None:
+            update["command"] = [fill(word, job.shell) for word in holder.command]
+        if holder.args is not None:
+            update["args"] = [fill(arg, False) for arg in holder.args]
+        update["env"] = {k: fill(v, False) if isinstance(v, str) else v for k, v in holder.env.items()}
+        return update
+
+    update = pool_update(job)
+    for role in ("primary", "workers", "parameter_servers", "evaluators"):
+        pool = getattr(job, role)
+        if pool is not None:
+            update[role] = pool.model_copy(update=pool_update(pool))
+    return job.model_copy(update=update)
+
+
+def _shell_safe(path: str) -> bool:
+    """Whether `path` stays one word in a shell line as it is (Azure ML's `${{...}}` bindings are replaced by
+    the service before the shell sees them)."""
+    return shlex.quote(path) == path or (path.startswith("${{") and path.endswith("}}"))
+
+
+def references(job: TrainingJob) -> Iterator[tuple[str, str, str]]:
+    """(field path, direction, name) of every reference in the job's commands, args and env values."""
+    for loc, text in job.reference_sites():
+        path = ""
+        for part in loc:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        for found in DATA_REFERENCE.finditer(text):
+            yield path, found[1], found[2]
