@@ -177,6 +177,30 @@ def _azureml_command(path: Path) -> Any:
     return command(**yaml.safe_load(path.read_text()))
 
 
+#: Azure replaces `${{inputs.NAME}}` / `${{outputs.NAME}}` in the command's text before the node's shell reads it.
+AZURE_REFERENCE = re.compile(r"\$\{\{\s*(inputs|outputs)\.(\w+)\s*\}\}")
+
+
+def azureml_command(command: str, *, unwrap: bool) -> str | list[str]:
+    """An Azure command as the node runs it: its words, or, where the shell would do more than split it
+    (`shell_line`), its shell tokens with quotes kept (so spacing does not count, and a quoted `'$RANK'` stays
+    unlike an expanded `$RANK`). `${{inputs.X}}` counts as a word: Azure puts the path there before the shell runs.
+    `unwrap`: crosstrain's code bundle runs the command (`python -m crosstrain_code -- ...`), and a shell line
+    there as `bash -c LINE`: the line is what the node's shell runs."""
+    command = AZURE_REFERENCE.sub(lambda m: f"@{m[1]}.{m[2]}@", command)
+    if unwrap:
+        argv = unbundle(shlex.split(command))[0]
+        if len(argv) == 3 and argv[:2] == ["bash", "-c"]:
+            command = argv[2]
+        else:
+            return argv
+    if shell_line(command):
+        lexer = shlex.shlex(command.strip(), posix=False, punctuation_chars=True)
+        lexer.whitespace_split = True
+        return list(lexer)
+    return shlex.split(command)
+
+
 def azureml_crosstrain(request: Request) -> dict[str, Any]:
     props: dict[str, Any] = request.create.body["properties"]
     return props
@@ -203,11 +227,7 @@ def azureml_normalize(props: dict[str, Any], crosstrain: bool) -> dict[str, Any]
     for name, value in literals.items():
         command = re.sub(r"\$\{\{\s*inputs\." + re.escape(name) + r"\s*\}\}", value, command)
     p["inputs"] = {k: v for k, v in inputs.items() if k not in literals}
-    if shell_line(command):
-        p["command"] = command.strip()
-    else:
-        argv = shlex.split(command)
-        p["command"] = unbundle(argv)[0] if crosstrain and p.get("codeId") else argv
+    p["command"] = azureml_command(command, unwrap=crosstrain and bool(p.get("codeId")))
     p["code"] = bool(p.pop("codeId", None))
     for key in ("computeId", "environmentId"):
         value = str(p.get(key) or "")

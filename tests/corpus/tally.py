@@ -1,6 +1,4 @@
-"""`python -m tests.corpus.tally`: each case's computed verdict, and the tally per platform.
-
-A case that needs a feature not merged yet is counted by its expected verdict and marked `(needs X)`."""
+"""`python -m tests.corpus.tally`: each case's computed verdict, and the tally per platform."""
 
 from __future__ import annotations
 
@@ -15,13 +13,10 @@ def main() -> int:
     tally: Counter[tuple[str, str]] = Counter()
     mismatches = 0
     for case in load_cases():
-        if case.needs:
-            verdict, note = case.verdict, f"(needs {', '.join(case.needs)})"
-        else:
-            verdict, found, _ = compare(case)
-            same = verdict == case.verdict and (verdict == "REFUSED" or found == case.differences)
-            note = "" if same else f"MISMATCH: expected {case.verdict}"
-            mismatches += not same
+        verdict, found, _ = compare(case)
+        same = verdict == case.verdict and (verdict == "REFUSED" or found == case.differences)
+        note = "" if same else f"MISMATCH: expected {case.verdict}"
+        mismatches += not same
         tally[case.platform, verdict] += 1
         print(f"{case.name:50} {verdict:11} {note}")
     print()
