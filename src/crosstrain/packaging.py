@@ -65,6 +65,7 @@ RUNTIME_FILES: tuple[str, ...] = (
     "runtime/__init__.py",
     "runtime/env.py",
     "runtime/dist.py",
+    "runtime/join.py",
     "runtime/secrets.py",
 )
 
