@@ -77,55 +77,63 @@ def check_in(
     timeout: timedelta,
     what: str = "node",
     say: Callable[[str], None] | None = None,
-) -> None:
+    keep_for: timedelta | None = None,
+) -> TCPStore | None:
     """Wait until all `members` (0 is the primary, which hosts the store at host:port) have checked in.
 
-    Raises `JoinTimeout` naming the missing members at the deadline, on every member that is there. Returns
-    once the primary has seen everyone; the primary's store is closed by then, so the port is free again.
+    Raises `JoinTimeout` naming the missing members at the deadline, on every member that is there. With
+    `keep_for`, returns the store (its operations time out after `keep_for`) for `init_process_group(store=)`;
+    without, returns None once the primary's store is closed, so that the port is free again for torchrun.
     """
     if members <= 1:
-        return
+        return None
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     deadline = time.monotonic() + timeout.total_seconds()
     if me == 0:
-        _host_check_in(members, host, port, deadline, what, say)
-    else:
-        _join_primary(members, me, host, port, deadline, what, say)
+        return _host_check_in(members, host, port, deadline, what, say, keep_for)
+    return _join_primary(me, host, port, deadline, what, say, keep_for)
 
 
-def _host_check_in(members: int, host: str, port: int, deadline: float, what: str, say: Callable[[str], None]) -> None:
+def _host_check_in(
+    members: int,
+    host: str,
+    port: int,
+    deadline: float,
+    what: str,
+    say: Callable[[str], None],
+    keep_for: timedelta | None,
+) -> TCPStore | None:
     from torch._C._distributed_c10d import TCPStore  # torch.distributed's own, typed where it is defined
 
-    store = TCPStore(host, port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
-    try:
-        store.set(f"{_KEY}/0", "")
-        next_report = time.monotonic()
-        while True:
-            missing = [m for m in range(1, members) if not store.check([f"{_KEY}/{m}"])]
-            if not missing:
-                break
-            now = time.monotonic()
-            if now >= deadline:
-                message = (
-                    f"{_listed(missing, what)} of {members} did not join by {_clock(deadline)} "
-                    f"({JOIN_TIMEOUT_VARIABLE}): check that {'they' if len(missing) > 1 else 'it'} started and "
-                    f"can reach the primary at port {port}, or raise {JOIN_TIMEOUT_VARIABLE}"
-                )
-                store.set(f"{_KEY}/abort", message)
-                _await_acks(store, members, f"{_KEY}/seen-abort", missing)
-                raise JoinTimeout(message)
-            if now >= next_report:
-                say(
-                    f"waiting for {_listed(missing, what)} of {members} to join (until {_clock(deadline)}, "
-                    f"{JOIN_TIMEOUT_VARIABLE})"
-                )
-                next_report = now + REPORT_EVERY_S
-            time.sleep(_POLL_S)
-        store.set(f"{_KEY}/go", "")
-        _await_acks(store, members, f"{_KEY}/ack", [])
-        say(f"all {members} {what}s joined")
-    finally:
-        del store  # close the server: torchrun or init_process_group binds this port next
+    store = TCPStore(host, port, is_master=True, wait_for_workers=False, timeout=keep_for or timedelta(seconds=60))
+    next_report = time.monotonic()
+    while True:
+        missing = [m for m in range(1, members) if not store.check([f"{_KEY}/{m}"])]
+        if not missing:
+            break
+        now = time.monotonic()
+        if now >= deadline:
+            message = (
+                f"{_listed(missing, what)} of {members} did not join by {_clock(deadline)} "
+                f"({JOIN_TIMEOUT_VARIABLE}): check that {'they' if len(missing) > 1 else 'it'} started and "
+                f"can reach the primary at port {port}, or raise {JOIN_TIMEOUT_VARIABLE}"
+            )
+            store.set(f"{_KEY}/abort", message)
+            _await_acks(store, members, f"{_KEY}/seen-abort", missing)
+            raise JoinTimeout(message)
+        if now >= next_report:
+            say(
+                f"waiting for {_listed(missing, what)} of {members} to join (until {_clock(deadline)}, "
+                f"{JOIN_TIMEOUT_VARIABLE})"
+            )
+            next_report = now + REPORT_EVERY_S
+        time.sleep(_POLL_S)
+    store.set(f"{_KEY}/go", "")
+    say(f"all {members} {what}s joined")
+    if keep_for is not None:
+        return store
+    _await_acks(store, members, f"{_KEY}/ack", [])
+    return None  # the store closes here: torchrun binds this port next
 
 
 def _await_acks(store: TCPStore, members: int, prefix: str, absent: list[int]) -> None:
@@ -137,8 +145,14 @@ def _await_acks(store: TCPStore, members: int, prefix: str, absent: list[int]) -
 
 
 def _join_primary(
-    members: int, me: int, host: str, port: int, deadline: float, what: str, say: Callable[[str], None]
-) -> None:
+    me: int,
+    host: str,
+    port: int,
+    deadline: float,
+    what: str,
+    say: Callable[[str], None],
+    keep_for: timedelta | None,
+) -> TCPStore | None:
     from torch._C._distributed_c10d import TCPStore
 
     next_report = time.monotonic()
@@ -153,22 +167,31 @@ def _join_primary(
             say(f"{what} {me}: waiting for the primary ({what} 0) at {host}:{port} (until {_clock(deadline)})")
             next_report = now + REPORT_EVERY_S
         time.sleep(_POLL_S * 2)
-    store = TCPStore(host, port, is_master=False, timeout=timedelta(seconds=60))
     try:
+        store = TCPStore(host, port, is_master=False, timeout=keep_for or timedelta(seconds=60))
         store.set(f"{_KEY}/{me}", "")
         say(f"{what} {me}: checked in with the primary at {host}:{port}; waiting for the others")
-        while True:
-            if store.check([f"{_KEY}/go"]):
-                store.set(f"{_KEY}/ack/{me}", "")
-                return
+        while not store.check([f"{_KEY}/go"]):
             if store.check([f"{_KEY}/abort"]):
                 message = store.get(f"{_KEY}/abort").decode()
                 store.set(f"{_KEY}/seen-abort/{me}", "")
                 raise JoinTimeout(message)
             time.sleep(_POLL_S)
-    except JoinTimeout:
-        raise
+        if keep_for is not None:
+            return store
+        store.set(f"{_KEY}/ack/{me}", "")
     except (RuntimeError, OSError) as exc:  # the primary went away before it said
+        if isinstance(exc, JoinTimeout):
+            raise
         raise JoinTimeout(f"lost the primary ({what} 0 at {host}:{port}) while the group formed: {exc}") from None
-    finally:
-        del store
+    del store
+    _await_closed(host, port)
+    return None
+
+
+def _await_closed(host: str, port: int) -> None:
+    """Until the primary has closed the check-in store (bounded): torchrun must reach the primary's next store on
+    this port, not the one closing."""
+    until = time.monotonic() + 10
+    while time.monotonic() < until and _reachable(host, port):
+        time.sleep(0.05)
