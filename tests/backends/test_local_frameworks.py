@@ -42,7 +42,7 @@ class Fails:
     """The run fails as on the platform (exit 4); the output says this, and crosstrain's summary names the kind."""
 
     said: str
-    kind: str
+    kind: str | None  # None where the job's timeout stopped it
     timeout_s: int | None = None  # a cell that hangs on the platform is stopped by the job's timeout
 
 
@@ -53,7 +53,7 @@ EXPECTED: dict[tuple[str, str], Refused | Fails] = {
     ("accelerate", "azureml-mpi"): Fails("`MASTER_ADDR` env was not set", MPI_SETS_NO_TORCH_VARIABLES),
     # No LOCAL_RANK: Fabric starts its own processes in every MPI rank, whose groups never fill (Lightning's
     # MPIEnvironment needs mpi4py and a real mpirun).
-    ("fabric", "azureml-mpi"): Fails("stopped after 40s (scheduling.timeout)", "user code", timeout_s=40),
+    ("fabric", "azureml-mpi"): Fails("stopped after 40s (scheduling.timeout)", None, timeout_s=40),
     ("torchrun", "azureml"): Refused("which would start its own in each of them: 4 separate groups"),
     ("torchrun", "azureml-mpi"): Refused("which would start its own in each of them: 4 separate groups"),
     ("torchrun", "databricks"): Refused("TorchDistributor runs a Python file or module itself"),
@@ -89,7 +89,7 @@ def run(job: Path, emulate: str, *settings: str) -> subprocess.CompletedProcess[
         [sys.executable, "-m", "crosstrain.cli", "run", str(job), "--local", "--emulate", emulate, *settings],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,  # a local SparkSession starts slowly on a loaded machine
         cwd=ROOT,
         env=env,
     )
@@ -117,7 +117,7 @@ def test_the_framework_trains_unchanged_or_the_platform_says_why(framework: str,
         assert done.returncode == 4, said[-3000:]
         assert expected.said in said, said[-3000:]
         assert "FAILED" in said
-        assert f"{expected.kind}:" in said, said[-3000:]
+        assert expected.kind is None or f"{expected.kind}:" in said, said[-3000:]
         return
     assert done.returncode == 0, said[-3000:]
     finals = DIGEST.findall(said)
@@ -125,9 +125,7 @@ def test_the_framework_trains_unchanged_or_the_platform_says_why(framework: str,
         finals = sorted(set(finals))
     assert sorted(int(rank) for _, rank, _, _ in finals) == [0, 1, 2, 3], said[-3000:]  # each rank once: one group
     assert {world for _, _, world, _ in finals} == {"4"}
-    assert {(int(node), int(rank) // 2) for node, rank, _, _ in finals if emulate != "databricks"} == {
-        (0, 0),
-        (1, 1),
-    }  # ranks 0-1 on node 0, 2-3 on node 1
+    if emulate != "databricks":  # there each Spark task is a one-process node
+        assert {(int(node), int(rank) // 2) for node, rank, _, _ in finals} == {(0, 0), (1, 1)}  # 0-1 on node 0
     assert len({digest for *_, digest in finals}) == 1, finals  # every rank ends with the same parameters
     assert "SUCCEEDED" in said
