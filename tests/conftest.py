@@ -8,14 +8,23 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
 
 
+# Markers whose tests run only when selected by name (`-m fuzz_long`): CI runs the bounded suites.
+SELECTED_ONLY = {
+    "fuzz_long": "ten times more fuzzing: run with -m fuzz_long",
+    "frameworks_full": "the whole frameworks x emulations matrix: run with -m frameworks_full",
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`fuzz_long` tests run only when asked for by name (`-m fuzz_long`): CI runs the bounded fuzz suite."""
-    if "fuzz_long" in (config.getoption("markexpr", "") or ""):
-        return
-    skip = pytest.mark.skip(reason="ten times more fuzzing: run with -m fuzz_long")
-    for item in items:
-        if "fuzz_long" in item.keywords:
-            item.add_marker(skip)
+    """Tests under a `SELECTED_ONLY` marker are skipped unless the marker expression names it."""
+    selected = config.getoption("markexpr", "") or ""
+    for marker, reason in SELECTED_ONLY.items():
+        if marker in selected:
+            continue
+        skip = pytest.mark.skip(reason=reason)
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture

@@ -88,6 +88,62 @@ def test_the_children_detect_themselves_afresh() -> None:
     assert child_environment({"CROSSTRAIN_PLATFORM": "vertex", "A": "1"}, env, TORCHRUN) == {"A": "1", "NODE_RANK": "0"}
 
 
+def test_a_rank_started_by_mpi_gets_the_env_variables_frameworks_read() -> None:
+    """Open MPI names the rank OMPI_COMM_WORLD_RANK; Lightning, Accelerate and `env://` read RANK & co."""
+    mpi = CASES["azure mpi seed (Open MPI), rank 5 of 8"][0]
+    env = detect(mpi)
+    child = child_environment(mpi, env, CMD)
+    assert {k: child[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK")} == {
+        "RANK": "5",
+        "WORLD_SIZE": "8",
+        "LOCAL_RANK": str(env.local_rank),
+        "LOCAL_WORLD_SIZE": str(env.nproc_per_node),
+        "NODE_RANK": str(env.node_rank),
+    }
+    assert child["MASTER_ADDR"] == env.master_addr
+    assert child["MASTER_PORT"] == str(env.master_port)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["torchrun", "--nproc_per_node=2", "train.py", "--nnodes", "7"],
+        ["python", "-m", "torch.distributed.launch", "--nproc-per-node", "2", "--use-env", "train.py"],
+        ["/usr/bin/python3", "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "train"],
+    ],
+)
+def test_a_torchrun_command_line_becomes_the_nodes_launcher_with_the_node_arguments(command: list[str]) -> None:
+    """The single-node torchrun line a user has runs unchanged on every node: the launcher adds the node count,
+    node rank and rendezvous from the platform (Vertex's node-level RANK is never taken for a process rank), and
+    leaves the script's own arguments alone."""
+    env = detect(vertex("workerpool1", 1, MASTER_PORT="3333"))
+    prefix = 1 if command[0] == "torchrun" else 3
+    node_arguments = [
+        "--nnodes=3",
+        "--node_rank=2",
+        "--master_addr=cmle-training-workerpool0-ab-0",
+        "--master_port=3333",
+    ]
+    assert plan(env, "auto", command) == [*command[:prefix], *node_arguments, *command[prefix:]]
+
+
+def test_a_torchrun_line_keeps_what_it_sets_itself() -> None:
+    env = detect(vertex("workerpool1", 1, MASTER_PORT="3333"))
+    line = plan(env, "auto", ["torchrun", "--nnodes=3", "--node-rank", "2", "--nproc_per_node=2", "t.py"])
+    assert line[1:3] == ["--master_addr=cmle-training-workerpool0-ab-0", "--master_port=3333"]
+    assert "--node_rank=2" not in line
+    standalone = ["torchrun", "--standalone", "--nproc_per_node=2", "t.py"]
+    assert plan(env, "auto", standalone) == standalone
+
+
+def test_a_torchrun_line_where_the_platform_started_every_rank_is_refused() -> None:
+    """Azure ML per process and MPI start every rank: torchrun in each would multiply them (accelerate#3494)."""
+    env = detect(CASES["azure pytorch seed, node 1"][0])
+    with pytest.raises(ClusterEnvError, match="which would start more processes in each") as refused:
+        plan(env, "auto", ["torchrun", "--nproc_per_node=2", "t.py"])
+    assert "launch.mode per-node" in str(refused.value)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [([], "no command"), (["--"], "no command"), (["--nproc-per-node", "0", "--", "x"], "use 'auto' or a positive")],

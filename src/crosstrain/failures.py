@@ -38,6 +38,16 @@ KINDS = (
         "check the image name and that the job's identity may read the registry",
     ),
     Kind(
+        "env:// variables missing",
+        re.compile(
+            r"environment variable (RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|LOCAL_RANK) expected, but not set|"
+            r"`MASTER_ADDR` env was not set",
+        ),
+        "the platform did not set the variables torch's env:// reads (Azure ML's MPI distribution sets only "
+        "OMPI_* and AZ_BATCH_MASTER_NODE): run the command under `python -m crosstrain.launch --` (it sets them "
+        "from the platform's), call crosstrain.runtime.init(), or use launch.framework: pytorch",
+    ),
+    Kind(
         "rendezvous timeout",
         re.compile(
             r"DistStoreError|timed out.*(rendezvous|initializ|waiting for)|Socket Timeout|"

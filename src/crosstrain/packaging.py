@@ -75,6 +75,7 @@ RUNTIME_FILES: tuple[str, ...] = (
     "runtime/platforms/torchelastic.py",
     "runtime/platforms/vertex.py",
     "runtime/dist.py",
+    "runtime/join.py",
     "runtime/secrets.py",
 )
 

@@ -273,7 +273,9 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
         match = _RANK_PREFIX.match(line) if process.agent else None
         prefix = f"[{process.name} rank{match.group(1)}] " if match else f"[{process.name}] "
         text = prefix + (match.group(2) if match else line)
-        process.tail.append((int(match.group(1)) if match else None, text))
+        # a process that is one rank (Azure ML per process, MPI) says everything as that rank
+        alone = process.ranks[0] if not process.agent and len(process.ranks) == 1 else None
+        process.tail.append((int(match.group(1)) if match else alone, text))
         with lock:
             logs.write(process.name, text + "\n")
     stream.close()

@@ -56,6 +56,7 @@ from crosstrain.backends.base import (
 from crosstrain.environments import Runtime, Runtimes
 from crosstrain.errors import CrosstrainError, Problem, SubmitError
 from crosstrain.failures import last_lines, summary
+from crosstrain.launch import torchrun_options
 from crosstrain.settings import TargetSettings, env_vars, resolve_settings, setting
 from crosstrain.uploads import UploadRefused
 
@@ -344,6 +345,17 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
         )
     if not pool.command:
         problems.append(Problem("command", "an Azure ML command job needs a command", "set `command`"))
+    elif launcher is None and per_node > 1 and torchrun_options(pool.command) is not None:
+        problems.append(
+            Problem(
+                "command",
+                f"Azure ML starts the {per_node} processes of each node itself ({framework} distribution), and "
+                f"the command starts torchrun, which would start its own in each of them: {nodes * per_node} "
+                "separate groups instead of one job (Azure's docs: no launcher commands of your own)",
+                "use launch.mode: per-node (Azure starts one process per node, and crosstrain's launcher gives your "
+                "torchrun the node count, node rank and rendezvous), or drop torchrun from the command",
+            )
+        )
     if not pool.image and not settings.environment and not job.environment:
         problems.append(
             Problem(

@@ -46,6 +46,7 @@ from crosstrain.backends.base import (
     bundle_command,
 )
 from crosstrain.errors import MissingDependency, Problem, SpecError, Unsupported
+from crosstrain.launch import torchrun_options, with_node_arguments
 from crosstrain.packaging import ARCHIVE_NAME, PACKAGE, VERSION, CodeRef
 from crosstrain.runtime.platforms import (
     AIPlatformTraining,
@@ -540,6 +541,11 @@ def _torchrun_nodes(job: TrainingJob, nproc: int) -> list[_Node]:
     nodes = []
     for node in range(job.nodes):
         pool = 0 if node == 0 else 1
+        command = _command(job, pool)
+        if torchrun_options(command) is not None:  # the command's own torchrun is the node's
+            argv = with_node_arguments(command, job.nodes, node, LOOPBACK, PORT)
+            nodes.append(_Node(f"node{node}", node, _ranks(node, nproc), argv, dict(job.pools()[pool].env), agent=True))
+            continue
         argv = [
             "python",
             "-m",
@@ -551,7 +557,7 @@ def _torchrun_nodes(job: TrainingJob, nproc: int) -> list[_Node]:
             f"--master_port={PORT}",
             "--max_restarts=0",
             "--no_python",
-            *_command(job, pool),
+            *command,
         ]
         nodes.append(_Node(f"node{node}", node, _ranks(node, nproc), argv, dict(job.pools()[pool].env), agent=True))
     return nodes

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from crosstrain.runtime.dist import DEFAULT_TIMEOUT, barrier, current, init, is_primary, sampler, shutdown, wrap
 from crosstrain.runtime.env import PLATFORMS, ClusterEnv, ClusterEnvError, Platform, detect
+from crosstrain.runtime.join import JoinTimeout
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "PLATFORMS",
     "ClusterEnv",
     "ClusterEnvError",
+    "JoinTimeout",
     "Platform",
     "barrier",
     "current",

@@ -12,15 +12,26 @@ import gc
 import logging
 import os
 import socket
+import sys
 import time
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.runtime.env import AzureMLMPI, AzureMLPyTorch, ClusterEnv, ClusterEnvError, SingleProcess, detect
+from crosstrain.runtime.env import (
+    AzureMLMPI,
+    AzureMLPyTorch,
+    ClusterEnv,
+    ClusterEnvError,
+    SingleProcess,
+    TorchElastic,
+    detect,
+)
+from crosstrain.runtime.join import check_in, join_timeout
 
 if TYPE_CHECKING:
     import torch
+    from torch._C._distributed_c10d import TCPStore
     from torch.utils.data import Dataset, DistributedSampler
 
 log = logging.getLogger("crosstrain.runtime")
@@ -129,13 +140,29 @@ def init(
     device = _bind_device(env) if backend == "nccl" else None
     log.info("crosstrain.runtime: %s, backend %s, device %s", env.describe(), backend, device)
     _wait_until_resolvable(env, timeout)
-    # torch waits for the other ranks itself (up to `timeout`); this retries failures that come sooner.
+    store = _check_in(env, os.environ if environ is None else environ, timeout)
+    if store is not None:  # the group forms on the store the ranks checked in with
+        assert env.rank is not None
+        assert env.world_size is not None
+        dist.init_process_group(backend, store=store, rank=env.rank, world_size=env.world_size, timeout=timeout)
+    else:
+        _init_from_environment(env, backend, timeout)
+    _register_release()
+    _current = env
+    return env
+
+
+def _init_from_environment(env: ClusterEnv, backend: str, timeout: timedelta) -> None:
+    """`init_process_group(init_method="env://")`: torch waits for the other ranks itself (up to `timeout`);
+    this retries failures that come sooner."""
+    import torch.distributed as dist
+
     deadline = time.monotonic() + timeout.total_seconds()
     pause = 1.0
     while True:
         try:
             dist.init_process_group(backend, init_method="env://", timeout=timeout)
-            break
+            return
         except (dist.DistNetworkError, ConnectionError, socket.gaierror) as exc:
             if time.monotonic() + pause > deadline:
                 raise
@@ -144,9 +171,26 @@ def init(
             )
             time.sleep(pause)
             pause = min(pause * 2, 30.0)
-    _register_release()
-    _current = env
-    return env
+
+
+def _check_in(env: ClusterEnv, environ: Mapping[str, str], timeout: timedelta) -> TCPStore | None:
+    """Ranks the platform started itself (Azure ML per process, MPI, a bare `env://` setup) check in with rank 0,
+    which says whom it still waits for; at the deadline (`CROSSTRAIN_JOIN_TIMEOUT`, else `timeout`) every rank
+    raises `JoinTimeout` naming the missing ones. Returns the store they met on, for the process group. torchrun's
+    children skip it: their agents have already met (under `crosstrain.launch`, after the nodes checked in)."""
+    if env.platform in (TorchElastic.name, SingleProcess.name) or not env.world_size or env.world_size < 2:
+        return None
+    assert env.rank is not None  # a process-level context names its rank
+    return check_in(
+        env.world_size,
+        env.rank,
+        env.master_addr,
+        env.master_port,
+        timeout=join_timeout(environ, timeout),
+        what="rank",
+        say=lambda text: print(f"crosstrain.runtime: {text}", file=sys.stderr, flush=True),
+        keep_for=timeout,
+    )
 
 
 def _register_release() -> None:

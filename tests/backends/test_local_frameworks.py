@@ -1,0 +1,131 @@
+"""The frameworks people use, unchanged, under every local emulation: 2 nodes x 2 processes on the CPU (gloo).
+
+{plain `env://` script, Lightning Fabric, Hugging Face Accelerate, a `torchrun` command line} x {torchrun, vertex,
+aiplatform, azureml, azureml-mpi, databricks}, through the CLI as a user runs them (examples/frameworks/). Each cell
+trains and every rank prints the same digest of its final parameters, or is refused by the emulated target's render
+with the platform's reason, or (where the platform starts processes whose variables the framework does not read, and
+no render can know what the code reads) fails as it would on the platform, and crosstrain's summary says why.
+
+CI runs a subset (every framework and every emulation at least once); `-m frameworks_full` runs all 24 cells.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from crosstrain.backends.local import EMULATIONS, inherited_environment
+from tests.backends.test_local import _needs_java
+from tests.conftest import ROOT
+
+EXAMPLES = ROOT / "examples" / "frameworks"
+FRAMEWORKS = ("plain", "fabric", "accelerate", "torchrun")
+# `[node1 rank3] rank 3/4 ... params <digest>`; Databricks' ranks print through the driver.
+DIGEST = re.compile(r"^\[(?:node(\d) rank\d+|driver)\] rank (\d+)/(\d+) .*?params (\w+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The emulated target's render refuses the job (exit 2) with this reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Fails:
+    """The run fails as on the platform (exit 4); the output says this, and crosstrain's summary names the kind."""
+
+    said: str
+    kind: str | None  # None where the job's timeout stopped it
+    timeout_s: int | None = None  # a cell that hangs on the platform is stopped by the job's timeout
+
+
+MPI_SETS_NO_TORCH_VARIABLES = "env:// variables missing"
+EXPECTED: dict[tuple[str, str], Refused | Fails] = {
+    # Azure ML's MPI distribution sets OMPI_* and AZ_BATCH_MASTER_NODE, not RANK or MASTER_ADDR (its docs).
+    ("plain", "azureml-mpi"): Fails("environment variable RANK expected, but not set", MPI_SETS_NO_TORCH_VARIABLES),
+    ("accelerate", "azureml-mpi"): Fails("`MASTER_ADDR` env was not set", MPI_SETS_NO_TORCH_VARIABLES),
+    # No LOCAL_RANK: Fabric starts its own processes in every MPI rank, whose groups never fill (Lightning's
+    # MPIEnvironment needs mpi4py and a real mpirun).
+    ("fabric", "azureml-mpi"): Fails("stopped after 40s (scheduling.timeout)", None, timeout_s=40),
+    ("torchrun", "azureml"): Refused("which would start its own in each of them: 4 separate groups"),
+    ("torchrun", "azureml-mpi"): Refused("which would start its own in each of them: 4 separate groups"),
+    ("torchrun", "databricks"): Refused("TorchDistributor runs a Python file or module itself"),
+}
+# Every framework once, every emulation once, and one refusal and one failure: what CI runs.
+CI_CELLS = {
+    ("plain", "azureml"),
+    ("plain", "azureml-mpi"),
+    ("fabric", "vertex"),
+    ("accelerate", "aiplatform"),
+    ("accelerate", "databricks"),
+    ("torchrun", "torchrun"),
+    ("torchrun", "azureml-mpi"),
+}
+
+
+def cells() -> list[pytest.param]:  # type: ignore[valid-type]
+    return [
+        pytest.param(
+            framework,
+            emulate,
+            id=f"{framework}-{emulate}",
+            marks=() if (framework, emulate) in CI_CELLS else pytest.mark.frameworks_full,
+        )
+        for framework in FRAMEWORKS
+        for emulate in EMULATIONS
+    ]
+
+
+def run(job: Path, emulate: str, *settings: str) -> subprocess.CompletedProcess[str]:
+    env = {**inherited_environment(os.environ), "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run(
+        [sys.executable, "-m", "crosstrain.cli", "run", str(job), "--local", "--emulate", emulate, *settings],
+        capture_output=True,
+        text=True,
+        timeout=600,  # a local SparkSession starts slowly on a loaded machine
+        cwd=ROOT,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize(("framework", "emulate"), cells())
+def test_the_framework_trains_unchanged_or_the_platform_says_why(framework: str, emulate: str, tmp_path: Path) -> None:
+    _needs_java(emulate)
+    expected = EXPECTED.get((framework, emulate))
+    job = EXAMPLES / framework / "job.yaml"
+    settings: list[str] = []
+    if isinstance(expected, Fails) and expected.timeout_s:
+        shortened = tmp_path / "job.yaml"
+        shortened.write_text(job.read_text().replace("timeout: 10m", f"timeout: {expected.timeout_s}"))
+        job, settings = shortened, ["--set", f"workdir={job.parent}", "--set", "grace_seconds=2"]
+    done = run(job, emulate, *settings)
+    said = done.stderr
+    if isinstance(expected, Refused):
+        assert done.returncode == 2, said[-3000:]
+        assert "the local target cannot run this job" in said
+        assert expected.reason in said, said[-3000:]
+        assert "params" not in said  # refused before anything started
+        return
+    if isinstance(expected, Fails):
+        assert done.returncode == 4, said[-3000:]
+        assert expected.said in said, said[-3000:]
+        assert "FAILED" in said
+        assert expected.kind is None or f"{expected.kind}:" in said, said[-3000:]
+        return
+    assert done.returncode == 0, said[-3000:]
+    finals = DIGEST.findall(said)
+    if emulate == "databricks":  # TorchDistributor's driver may echo a task's line twice (its log stream and stdout)
+        finals = sorted(set(finals))
+    assert sorted(int(rank) for _, rank, _, _ in finals) == [0, 1, 2, 3], said[-3000:]  # each rank once: one group
+    assert {world for _, _, world, _ in finals} == {"4"}
+    if emulate != "databricks":  # there each Spark task is a one-process node
+        assert {(int(node), int(rank) // 2) for node, rank, _, _ in finals} == {(0, 0), (1, 1)}  # 0-1 on node 0
+    assert len({digest for *_, digest in finals}) == 1, finals  # every rank ends with the same parameters
+    assert "SUCCEEDED" in said
