@@ -43,6 +43,8 @@ PREBUILT = "docker.pkg.dev/vertex-ai/training/"
 TRAIN = ROOT / "examples" / "ddp-quickstart" / "train.py"
 #: The user's files that ship (the rest of the folder is ignored by its .gitignore).
 SHIPPED = {"train.py", "pkg/__init__.py", "pkg/util.py", ".gitignore"}
+#: A two-node job that ships crosstrain runs under its launcher, which gives the command torchrun's variables.
+LAUNCHER = ["python", "-m", "crosstrain.launch", "--nproc-per-node", "1", "--"]
 
 
 def write_job(folder: Path, **changes: Any) -> Path:
@@ -115,7 +117,8 @@ def test_vertex_runs_the_package_on_the_prebuilt_container_after_uploading_it(tm
             "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-5.py310:latest",
             "packageUris": [f"gs://{BUCKET}/{name}"],
             "pythonModule": "crosstrain_code",
-            "args": ["--", "python", "train.py", "--epochs", "1"],
+            # two nodes: the launcher gives the command torchrun's variables (Vertex's RANK is a node's)
+            "args": ["--", *LAUNCHER, "python", "train.py", "--epochs", "1"],
             "env": [{"name": "NCCL_DEBUG", "value": "WARN"}],
         }
     from google.cloud.aiplatform_v1 import CustomJob, PythonPackageSpec
@@ -170,11 +173,12 @@ def test_vertex_on_your_own_image_unpacks_the_archive_from_the_fuse_mount(tmp_pa
         f"/gcs/{BUCKET}/{name}",
         "--install",  # the requirements: pip-installed by the bootstrap, where no pre-built container does it
         "--",
+        *LAUNCHER,
         "python",
         "train.py",
     ]
     assert container["args"] == ["--epochs", "1"]
-    assert fuse_bootstrap_args(container["command"]) == ["--install", "--", "python", "train.py"]
+    assert fuse_bootstrap_args(container["command"]) == ["--install", "--", *LAUNCHER, "python", "train.py"]
     assert any("FUSE" in note for note in request.notes)
 
 
@@ -259,7 +263,7 @@ def test_aiplatform_names_the_package_in_the_training_input(tmp_path: Path) -> N
     training = create.body["trainingInput"]
     assert training["packageUris"] == [f"gs://{BUCKET}/{name}"]
     assert training["pythonModule"] == "crosstrain_code"
-    assert training["args"] == ["--", "env", "NCCL_DEBUG=WARN", "python", "train.py", "--epochs", "1"]
+    assert training["args"] == ["--", "env", "NCCL_DEBUG=WARN", *LAUNCHER, "python", "train.py", "--epochs", "1"]
     for config in ("masterConfig", "workerConfig"):
         assert training[config]["imageUri"] == "gcr.io/cloud-ml-public/training/pytorch-gpu.1-10"
         assert "containerCommand" not in training[config]
@@ -464,7 +468,7 @@ def test_the_local_plan_runs_the_package_module_from_the_stage_root(tmp_path: Pa
     job: TrainingJob = load_job(write_job(tmp_path))
     request = create_backend("local", environ={}).render(job, {"emulate": "vertex", "nproc_per_node": 1})
     argv = [p["argv"] for p in request.create.body["processes"]]
-    assert argv[0] == ["python", "-m", "crosstrain_code", "--", "python", "train.py", "--epochs", "1"]
+    assert argv[0] == ["python", "-m", "crosstrain_code", "--", *LAUNCHER, "python", "train.py", "--epochs", "1"]
     own = load_job(write_job(tmp_path, environment=None, image="registry.example/t:1"))
     fused = create_backend("local", environ={}).render(own, {"emulate": "vertex", "nproc_per_node": 1})
     # The FUSE form runs from the unpacked archive here, and never pip-installs into the caller's environment.

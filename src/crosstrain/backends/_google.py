@@ -71,12 +71,18 @@ TRAINING_ROLES = ("primary", "workers")
 
 def runs_under_launcher(job: TrainingJob, gpu_count: int) -> bool:
     """Whether a training pool's command runs under crosstrain's per-node launcher: PyTorch jobs in per-node
-    mode, or in auto mode where a node runs more than one process. TensorFlow and MPI start their own."""
+    mode, or in auto mode where a node runs more than one process, or where crosstrain travels with the code
+    and there is more than one node: the platform's `RANK` is a node's, which frameworks (Lightning, Accelerate)
+    take for a process rank, and the launcher gives the command torchrun's variables instead and has the primary
+    say whom it waits for. TensorFlow and MPI start their own."""
     if job.launch.framework != "pytorch":
         return False
     if job.launch.mode == "per-node":
         return True
-    return job.launch.mode == "auto" and job.processes_per_node(gpu_count) > 1
+    ships_crosstrain = job.code is not None or job.function_payload is not None
+    return job.launch.mode == "auto" and (
+        job.processes_per_node(gpu_count) > 1 or (ships_crosstrain and job.nodes > 1)
+    )
 
 
 def node_command(job: TrainingJob, pool: PoolView, gpu_count: int) -> list[str] | None:

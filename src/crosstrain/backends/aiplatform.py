@@ -413,11 +413,13 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         }
         training_input.update({k: v for k, v in optional.items() if v})
         tf_notes = []
-        if job.launch.framework == "tensorflow" and len(job.pools()) > 1:
+        tensorflow_1 = (settings.runtime_version or "").split(".")[0] in {"1", "0"}
+        if job.launch.framework == "tensorflow" and len(job.pools()) > 1 and not tensorflow_1:
             training_input["useChiefInTfConfig"] = True
             tf_notes.append(
                 "TF_CONFIG names the primary `chief` (useChiefInTfConfig), as TensorFlow 2's tf.distribute expects; "
-                "AI Platform sets TF_CONFIG on every replica"
+                "AI Platform sets TF_CONFIG on every replica (runtime versions 1.x keep `master`, which TensorFlow 1's "
+                "Estimator expects)"
             )
         body = {
             "jobId": job_id(identity),
