@@ -80,9 +80,7 @@ def runs_under_launcher(job: TrainingJob, gpu_count: int) -> bool:
     if job.launch.mode == "per-node":
         return True
     ships_crosstrain = job.code is not None or job.function_payload is not None
-    return job.launch.mode == "auto" and (
-        job.processes_per_node(gpu_count) > 1 or (ships_crosstrain and job.nodes > 1)
-    )
+    return job.launch.mode == "auto" and (job.processes_per_node(gpu_count) > 1 or (ships_crosstrain and job.nodes > 1))
 
 
 def node_command(job: TrainingJob, pool: PoolView, gpu_count: int) -> list[str] | None:
