@@ -10,6 +10,7 @@ message in bounded time and memory, where a plain parser would take gigabytes or
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import json
 import os
@@ -353,10 +354,41 @@ _CORE_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("str", "int", "float",
 
 def check_yaml_events(text: str, limits: Limits, name: str | None) -> None:
     """Walk the parser's events (no document is built) counting values, with each alias counted as what it
-    expands to, and nesting depth, string length and tags. Raises `SpecError` at the first limit passed."""
+    expands to, and nesting depth, string length and tags. Raises `SpecError` at the first limit passed.
+
+    A parser may refuse the text before one of these limits is reached: libyaml looks ahead while scanning,
+    and from PyYAML 6.0.4 its scanner stops flow nesting deeper than 1,000 levels before a single event of
+    the 65th level is out. Then the text up to the parser's complaint is walked again with PyYAML's own
+    parser, which does not look that far, so the user reads crosstrain's limit and fix, as with any other
+    parser; a plain syntax error is reported as the parser's."""
     import yaml
 
-    loader = _loader_class()(text)
+    try:
+        _walk_events(text, limits, name, _loader_class())
+    except yaml.MarkedYAMLError as exc:
+        if _loader_class() is _loader_class(pure_python=True) or exc.problem_mark is None:
+            raise
+        prefix = text[: _offset(text, exc.problem_mark.line, exc.problem_mark.column) + 1]
+        with contextlib.suppress(yaml.YAMLError):  # the cut text's own end: the parser's complaint stands
+            _walk_events(prefix, limits, name, _loader_class(pure_python=True))
+        raise exc from None
+
+
+def _offset(text: str, line: int, column: int) -> int:
+    """The character offset of a parser mark (0-based line and column), never past the end of its line."""
+    start = 0
+    for _ in range(line):
+        start = text.find("\n", start) + 1
+        if start == 0:
+            return len(text)
+    end = text.find("\n", start)
+    return min(start + column, len(text) if end < 0 else end)
+
+
+def _walk_events(text: str, limits: Limits, name: str | None, loader_class: type[Any]) -> None:
+    import yaml
+
+    loader = loader_class(text)
     scalar, alias, end = yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionEndEvent
     start = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
     try:
@@ -457,20 +489,19 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_LOADER: type[Any] | None = None
+_LOADERS: dict[type[Any], type[Any]] = {}  # by base loader: libyaml's or PyYAML's own
 
 
-def _loader_class() -> type[Any]:
-    """PyYAML's safe loader (libyaml's parser where installed), with three changes for job files: dates stay
-    strings (JSON has no dates, and no field takes one), and numbers longer than `MAX_NUMBER` characters and
-    tags other than the core ones are refused."""
-    global _LOADER
-    if _LOADER is not None:
-        return _LOADER
+def _loader_class(pure_python: bool = False) -> type[Any]:
+    """PyYAML's safe loader (libyaml's parser where installed, unless `pure_python`), with three changes for
+    job files: dates stay strings (JSON has no dates, and no field takes one), and numbers longer than
+    `MAX_NUMBER` characters and tags other than the core ones are refused."""
     import yaml
-    from yaml.constructor import ConstructorError
 
-    base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    base: type[yaml.SafeLoader] = yaml.SafeLoader if pure_python else getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    if base in _LOADERS:
+        return _LOADERS[base]
+    from yaml.constructor import ConstructorError
 
     class JobLoader(base):  # type: ignore[valid-type,misc]
         yaml_implicit_resolvers = {
@@ -495,5 +526,5 @@ def _loader_class() -> type[Any]:
     for tag in list(JobLoader.yaml_constructors):
         if tag is not None and tag not in _CORE_TAGS:
             del JobLoader.yaml_constructors[tag]
-    _LOADER = JobLoader
+    _LOADERS[base] = JobLoader
     return JobLoader
