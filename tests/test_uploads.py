@@ -94,7 +94,7 @@ def test_a_fifo_a_folder_and_a_missing_file_are_refused_without_blocking(job_dir
     started = time.monotonic()
     with pytest.raises(UploadRefused, match="not a regular file"):
         read_file("pipe.py", job_dir, "command", LIMIT)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 30  # a blocking open never returns; a loaded machine is only slow
     with pytest.raises(UploadRefused, match="not a regular file"):
         read_file("src", job_dir, "command", LIMIT)
     with pytest.raises(UploadRefused, match=r"cannot read missing\.py"):
