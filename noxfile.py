@@ -139,7 +139,8 @@ def lock(session: nox.Session) -> None:
     resolved as the CPU wheel where it lies on disk and written without its `+cpu` label (PyPI has no such
     release)."""
     install_locked(session, "uv")
-    find_links = ("--find-links", str(LOCAL_WHEELS)) if LOCAL_WHEELS.is_dir() else ()
+    # The lock's own `torch==2.13.0` would be kept as a preference and match PyPI's CUDA build: look again.
+    find_links = ("--find-links", str(LOCAL_WHEELS), "--upgrade-package", "torch") if LOCAL_WHEELS.is_dir() else ()
     session.run(
         "uv", "pip", "compile", "pyproject.toml", str(LOCK_INPUT.relative_to(ROOT)), "--all-extras",
         "--python-version", "3.11", "--custom-compile-command", "nox -s lock", *find_links, "--quiet",
