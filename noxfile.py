@@ -6,6 +6,7 @@ input limits under each supported PyYAML, and `lock` recompiles the lock from `.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -46,18 +47,19 @@ def require_test_tools(session: nox.Session) -> None:
     if shutil.which("npm") is None:
         session.error(
             "npm was not found: the tests install Azurite, the Azure Blob emulator, with npm. "
-            "Install Node.js 18 or newer (with npm), then run nox again."
+            "Install Node.js 18 or newer (with npm), then run nox again"
         )
-    java = shutil.which("java")
+    home = Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "java"  # Spark's choice, where set
+    java = str(home) if home.is_file() else shutil.which("java")
     if java is None:
         session.error(
             "java was not found: the Databricks tests run a local Spark, which needs Java 17 or newer. "
-            "Install a JDK or JRE 17+ (e.g. `apt-get install openjdk-17-jre-headless`), then run nox again."
+            "Install a JDK or JRE 17+ (e.g. `apt-get install openjdk-17-jre-headless`), then run nox again"
         )
     version = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
     major = re.search(r'version "(\d+)', version)
     if major is None or int(major.group(1)) < 17:
-        session.error(f"Java 17 or newer is needed by Spark (the Databricks tests); {java} says: {version.strip()}")
+        session.error(f"Java 17 or newer is needed by Spark (the Databricks tests); {java} says: {version.strip()!r}")
     session.run(
         "npm", "install", "--prefix", ".ci", "--no-save", "--no-audit", "--no-fund", *NPM_EMULATORS, external=True
     )
