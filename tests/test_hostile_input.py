@@ -126,16 +126,18 @@ def cli(*commands: list[str], stdin: Path | str | None = None, cwd: Path = ROOT)
     return runs
 
 
-def assert_refused(run: Run, expect: str, *, as_json: bool) -> None:
-    """Exit 2, a short message that says `expect`, JSON on stdout under --json, in bounded time and memory."""
+def assert_refused(run: Run, expect: str | tuple[str, ...], *, as_json: bool) -> None:
+    """Exit 2, a short message that says `expect` (or one of them), JSON on stdout under --json, in bounded time
+    and memory."""
     assert run.code == 2, run
     assert "Traceback" not in run.stderr, run
     assert 0 < len(run.stderr.encode()) < MAX_STDERR, run
-    assert expect in run.stderr, run
+    says = (expect,) if isinstance(expect, str) else expect
+    assert any(text in run.stderr for text in says), run
     if as_json:
         error = json.loads(run.stdout)
         assert error["error"], run
-        assert expect in error["message"], run
+        assert any(text in error["message"] for text in says), run
     else:
         assert run.stdout == "", run
     assert run.rss_mb < MAX_RSS_MB, run
@@ -512,12 +514,16 @@ def request_json(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             lambda r: {**r, "calls": [{**r["calls"][0], "headers": {"Authorization": "Bearer x"}}]},
             "must not carry credentials",
         ),
-        # under 1 MiB, JSON that fails a request's checks is read as a job: YAML names the escape
-        (lambda r: {**r, "job_name": "\ud800"}, "invalid Unicode character escape code"),
+        # under 1 MiB, JSON that fails a request's checks is read as a job: libyaml names the escape, crosstrain
+        # the lone surrogate that PyYAML's own parser reads from it
+        (lambda r: {**r, "job_name": "\ud800"}, ("invalid Unicode character escape code", "lone surrogate")),
     ],
 )
 def test_an_edited_request_with_a_wrong_field(
-    tmp_path: Path, request_json: dict[str, Any], edit: Callable[[dict[str, Any]], dict[str, Any]], expect: str
+    tmp_path: Path,
+    request_json: dict[str, Any],
+    edit: Callable[[dict[str, Any]], dict[str, Any]],
+    expect: str | tuple[str, ...],
 ) -> None:
     path = tmp_path / "request.json"
     path.write_text(json.dumps(edit(request_json)))

@@ -63,3 +63,12 @@ def test_a_document_within_the_limits_loads(parser: str) -> None:
     for _ in range(62):
         (inner,) = inner
     assert inner == ["x"]
+
+
+def test_a_lone_surrogate_is_refused_by_either_parser(parser: str) -> None:
+    """libyaml refuses the escape itself; PyYAML's own parser reads it, and crosstrain refuses the string, which
+    could be neither printed nor sent."""
+    message = refusal('{"name": "j", "env": {"X": "a\\ud800"}}')
+    expected = "invalid Unicode character escape code" if parser == "libyaml" else "lone surrogate"
+    assert expected in message
+    assert "line 1, column" in message

@@ -308,7 +308,7 @@ def _json_number(build: type[int] | type[float]) -> typing.Callable[[str], Any]:
 
 
 def _check_strings(data: Any, limits: Limits, name: str | None) -> None:
-    """Refuse lone surrogates (`"\\ud800"`): valid JSON, but no text can be printed or sent with one."""
+    """Refuse lone surrogates anywhere in the data."""
     stack = [data]
     while stack:
         item = stack.pop()
@@ -318,12 +318,17 @@ def _check_strings(data: Any, limits: Limits, name: str | None) -> None:
         elif isinstance(item, list):
             stack.extend(item)
         elif isinstance(item, str) and _SURROGATE.search(item):
-            raise _refuse(
-                limits,
-                name,
-                f"a string holds a lone surrogate (half of a UTF-16 pair): {excerpt(item)}",
-                "write the text as UTF-8, or escape a character outside the BMP as a pair (\\ud83d\\ude80)",
-            )
+            raise _lone_surrogate(limits, name, item)
+
+
+def _lone_surrogate(limits: Limits, name: str | None, text: str, where: str = "") -> SpecError:
+    """Valid JSON (`"\\ud800"`), but no text can be printed or sent with one."""
+    return _refuse(
+        limits,
+        name,
+        f"a string {where + ' ' if where else ''}holds a lone surrogate (half of a UTF-16 pair): {excerpt(text)}",
+        "write the text as UTF-8, or escape a character outside the BMP as a pair (\\ud83d\\ude80)",
+    )
 
 
 # --- YAML ------------------------------------------------------------------------------------------------
@@ -411,6 +416,8 @@ def _walk_events(text: str, limits: Limits, name: str | None, loader_class: type
                 if kind is scalar:
                     if len(event.value) > limits.max_string:
                         raise _limit(limits, name, "string", _mark(event), event.value[:40])
+                    if _SURROGATE.search(event.value):  # libyaml refuses "\ud800"; PyYAML's own parser reads it
+                        raise _lone_surrogate(limits, name, event.value, _where(event))
                     if event.anchor:
                         sizes[event.anchor] = 1
                 else:
