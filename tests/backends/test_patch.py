@@ -295,6 +295,15 @@ def test_a_patch_from_the_command_line_is_json() -> None:
 
 
 def test_the_committed_schemas_are_those_the_pinned_sdks_give() -> None:
+    """Each schema names the SDK release it was generated from; under the lock (`nox -s tests`, CI) those are the
+    installed ones. `nox -s latest` and `lowest` install others, whose schemas may differ: nothing to compare."""
+    import json
+    from importlib.metadata import version
+
+    for path in sorted((ROOT / "src" / "crosstrain" / "schemas").glob("*.json")):
+        distribution, release = json.loads(path.read_text())["source"].split(":")[0].split()
+        if version(distribution) != release:
+            pytest.skip(f"{path.name} is generated from {distribution} {release}; {version(distribution)} is installed")
     done = subprocess.run(
         [sys.executable, "-m", "crosstrain.schemas.generate", "--check"],
         capture_output=True,
