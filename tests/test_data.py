@@ -371,3 +371,24 @@ def test_a_local_run_reads_the_input_folder_and_writes_the_output_folder(tmp_pat
     assert handle.status().state.value == "SUCCEEDED", handle.ref
     written = {p.name: p.read_text() for p in (tmp_path / "out" / "counts").iterdir()}
     assert written == {f"rank-{r}.txt": f"3 it's rank {r}" for r in range(4)}
+
+
+def test_placing_the_paths_sets_no_field_the_user_did_not() -> None:
+    """A target's plan reads which fields the user set (a v1 node count against `workers`): the placed job must
+    say the same as the user's."""
+    from crosstrain import data
+
+    spec = job_from_dict(
+        {
+            "name": "j",
+            "image": "img:1",
+            "command": ["python", "train.py", "${inputs.train}"],
+            "inputs": {"train": "gs://b/train"},
+            "primary": {"machine": "T4:1"},
+        }
+    )
+    placed = data.placed(spec, lambda direction, name, location: "/gcs/b/train")
+    assert placed.command == ["python", "train.py", "/gcs/b/train"]
+    assert placed.model_fields_set == spec.model_fields_set
+    for role in ("primary", "workers"):
+        assert getattr(placed, role).model_fields_set == getattr(spec, role).model_fields_set

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
 
 from crosstrain.errors import Problem
 from crosstrain.spec import DATA_REFERENCE, data_kind
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
     from crosstrain.spec import DataInput, DataOutput, TrainingJob
 
     Location = DataInput | DataOutput
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 #: What each kind of location is called in messages.
 KIND_TITLES = {
@@ -108,8 +112,16 @@ def placed(job: TrainingJob, node_path: Callable[[str, str, Location], str]) -> 
     for role in ("primary", "workers", "parameter_servers", "evaluators"):
         pool = getattr(job, role)
         if pool is not None:
-            update[role] = pool.model_copy(update=pool_update(pool))
-    return job.model_copy(update=update)
+            update[role] = _filled(pool, pool_update(pool))
+    return _filled(job, update)
+
+
+def _filled(model: _Model, update: dict[str, Any]) -> _Model:
+    """`model` with `update`, and the same fields set as the user set: placing a path sets no field, so a
+    target's plan (`"workers" in job.model_fields_set`) reads the placed job as it read the user's."""
+    filled = model.model_copy(update=update)
+    object.__setattr__(filled, "__pydantic_fields_set__", set(model.model_fields_set))
+    return filled
 
 
 def _shell_safe(path: str) -> bool:

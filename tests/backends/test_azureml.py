@@ -370,6 +370,28 @@ def test_v1_tensorflow_configuration_sets_workers() -> None:
     assert props["resources"]["instanceCount"] == 2
 
 
+@pytest.mark.parametrize(
+    "config",
+    ["PyTorchConfiguration(process_count=8, node_count=2)", "MpiConfiguration(process_count_per_node=4, node_count=2)"],
+)
+def test_v1_configuration_with_data_renders_both(config: str) -> None:
+    """Placing `${inputs.NAME}` once counted as the user setting `workers`, so the render's own plan disagreed
+    with the check's (the v1 node count against 1 node) and crashed."""
+    spec = job(
+        workers=None,
+        launch=None,
+        command=["python", "train.py", "--data", "${inputs.train}", "--out", "${outputs.model}"],
+        inputs={"train": "azureml:cifar10:3"},
+        outputs={"model": {"path": "azureml://datastores/workspaceblobstore/paths/runs/", "mode": "upload"}},
+    )
+    props = body(render(spec, distributed_job_config=config))
+    assert props["resources"]["instanceCount"] == 2
+    assert props["distribution"]["processCountPerInstance"] == 4
+    assert "--data '${{inputs.train}}' --out '${{outputs.model}}'" in props["command"]
+    assert set(props["inputs"]) == {"train"}
+    assert set(props["outputs"]) == {"model"}
+
+
 def test_v1_pytorch_configuration_without_process_count_runs_one_per_node() -> None:
     props = body(render(job(workers=None), distributed_job_config="PyTorchConfiguration(node_count=2)"))
     assert props["distribution"]["processCountPerInstance"] == 1

@@ -54,7 +54,7 @@ from crosstrain.backends.base import (
     shown,
 )
 from crosstrain.environments import Runtime, Runtimes
-from crosstrain.errors import CrosstrainError, Problem, SubmitError
+from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.launch import torchrun_options
 from crosstrain.settings import TargetSettings, env_vars, resolve_settings, setting
@@ -268,6 +268,11 @@ class _Plan:
     command: list[str]
     image: str | None
     env: dict[str, str]
+    #: `properties.environmentId`: the named environment, the curated one picked, or the image's anonymous one.
+    environment_id: str
+    #: The image registered as an anonymous environment first (as azure-ai-ml does); None when one is named.
+    registers_image: str | None
+    environment_note: str | None
 
 
 def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, list[Problem]]:
@@ -374,6 +379,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
                 "(azureml://registries/<registry>/environments/<name>/versions/<version>) or an ARM id",
             )
         )
+    picked: str | Problem | None = None
     if job.environment and not settings.environment:
         picked = RUNTIMES.pick(job.environment, gpu=bool(machine.gpu_count) or not machine.machine_type)
         if isinstance(picked, Problem):
@@ -395,9 +401,24 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
             )
         )
     problems += _unexpressible(job)
-    if problems:
+    if problems or not pool.command:
         return None, problems
-    assert pool.command is not None  # checked above
+    workspace = workspace_path(settings)
+    named = environment_reference(settings.environment, workspace) if settings.environment else None
+    registers_image = None
+    if named is not None:
+        environment_id, note = named, None
+        if pool.image:
+            note = f"image {pool.image} is not used: targets.azureml.environment names the environment"
+    elif isinstance(picked, str):
+        environment_id = picked
+        note = f"environment {job.environment} is Azure ML's curated {picked} (the service resolves @latest)"
+    elif pool.image:
+        version = anonymous_environment_version(pool.image)
+        environment_id = f"{workspace}/environments/{ANONYMOUS_ENVIRONMENT}/versions/{version}"
+        registers_image, note = pool.image, None
+    else:
+        return None, problems  # refused above: no environment, no image
     plan = _Plan(
         nodes=nodes,
         processes_per_node=per_node,
@@ -407,6 +428,9 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
         command=[*pool.command, *pool.args],
         image=pool.image,
         env={**pool.env, **secrets.reference_env(pool)},  # a secret's reference, never its value
+        environment_id=environment_id,
+        registers_image=registers_image,
+        environment_note=note,
     )
     return plan, []
 
@@ -840,8 +864,9 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         return "${{" + f"{direction}.{name}" + "}}"
 
     def _render(self, job: TrainingJob, settings: AzureMLSettings, ids: Ids) -> Request:
-        plan, _ = _plan(job, settings)
-        assert plan is not None  # render() refused the job otherwise
+        plan, problems = _plan(job, settings)
+        if plan is None:
+            raise Unsupported(self.name, problems)
         identity = ids.identity
         workspace = workspace_path(settings)
         job_url = f"{ARM}{workspace}/jobs/{identity}?api-version={API_VERSION}"
@@ -853,28 +878,15 @@ class AzureMLBackend(Backend[AzureMLSettings]):
                 "refuse if not; create only on 404 (the PUT below is create-or-update)",
             )
         ]
-        notes: list[str] = []
+        notes = [plan.environment_note] if plan.environment_note else []
         headers = {"Content-Type": "application/json"}
-        if settings.environment:
-            environment_id = environment_reference(settings.environment, workspace)
-            assert environment_id is not None  # checked in _plan
-            if plan.image:
-                notes.append(f"image {plan.image} is not used: targets.azureml.environment names the environment")
-        elif job.environment:
-            picked = RUNTIMES.pick(job.environment, gpu=bool(plan.machine.gpu_count) or not plan.machine.machine_type)
-            assert isinstance(picked, str)  # checked in _plan
-            environment_id = picked
-            notes.append(f"environment {job.environment} is Azure ML's curated {picked} (the service resolves @latest)")
-        else:
-            assert plan.image is not None
-            environment_id = (
-                f"{workspace}/environments/{ANONYMOUS_ENVIRONMENT}/versions/{anonymous_environment_version(plan.image)}"
-            )
+        environment_id = plan.environment_id
+        if plan.registers_image is not None:
             calls.append(
                 HttpCall(
                     "PUT",
                     f"{ARM}{environment_id}?api-version={ENVIRONMENT_API_VERSION}",
-                    {"properties": {"image": plan.image, "isAnonymous": True, "isArchived": False}},
+                    {"properties": {"image": plan.registers_image, "isAnonymous": True, "isArchived": False}},
                     headers,
                     purpose="register the image as an anonymous environment (as azure-ai-ml does); idempotent",
                 )
