@@ -77,26 +77,59 @@ def schema(platform: str) -> dict[str, Any]:
 
 
 def problems(
-    platform: str, patch: Mapping[str, Any], body: Any, prefix: str, owned: Mapping[Path, str]
+    platform: str,
+    patch: Mapping[str, Any],
+    body: Any,
+    prefix: str,
+    owned: Mapping[Path, str],
+    kept: Mapping[Path, str] | None = None,
 ) -> list[Problem]:
-    """Every way `patch` departs from the platform's schema, or touches what crosstrain owns (`owned`: path in
-    the body -> why crosstrain needs it), each at `prefix.<path in the patch>`; `body` is the rendered one."""
+    """Every way `patch` departs from the platform's schema (a required field removed included), changes what
+    crosstrain owns (`owned`: path in the body -> why crosstrain needs it), or removes what the render's plan
+    put there (`kept`: the same, for fields whose value a patch may change), each at `prefix.<path in the patch>`;
+    `body` is the rendered one. In `owned` and `kept`, "*" stands for every element of the rendered list."""
     found: list[Problem] = []
     doc = schema(platform)
     checker = _Checker(doc["types"], bool(doc.get("case_insensitive_enums")), found)
     merged = merge(body, patch)
     checker.check(patch, merged, {"$ref": doc["root"]}, prefix, patched=True)
-    for path, why in owned.items():
-        if _get(body, path) != _get(merged, path):
-            touched = _touched(patch, path)
-            found.append(
-                Problem(
-                    prefix + _dotted(touched),
-                    f"changes {_dotted(path).lstrip('.')}, which crosstrain owns: {why}",
-                    "leave it out of the patch (to name a new job, submit with --run-id)",
+    for pattern, why in owned.items():
+        for path in _expand(body, pattern):
+            if _get(body, path) != _get(merged, path):
+                found.append(
+                    Problem(
+                        prefix + _dotted(_touched(patch, path)),
+                        f"changes {_dotted(path).lstrip('.')}, which crosstrain owns: {why}",
+                        "leave it out of the patch",
+                    )
                 )
-            )
+    for pattern, why in (kept or {}).items():
+        for path in _expand(body, pattern):
+            if _get(body, path) is not None and _get(merged, path) is None:
+                found.append(
+                    Problem(
+                        prefix + _dotted(_touched(patch, path)),
+                        f"removes {_dotted(path).lstrip('.')}, which the job's plan needs: {why}",
+                        "patch the fields inside it, or change the job itself",
+                    )
+                )
     return found
+
+
+def _expand(body: Any, pattern: Path) -> list[Path]:
+    """`pattern`'s paths in `body`, each "*" standing for every index of the list found there."""
+    paths: list[Path] = [()]
+    for part in pattern:
+        if part != "*":
+            paths = [(*path, part) for path in paths]
+            continue
+        paths = [
+            (*path, index)
+            for path in paths
+            if isinstance(found := _get(body, path), list)
+            for index in range(len(found))
+        ]
+    return paths
 
 
 class _Checker:
@@ -158,6 +191,7 @@ class _Checker:
         merged = merged if isinstance(merged, dict) else {}
         properties: dict[str, Any] = dict(node.get("properties") or {})
         read_only = set(node.get("read_only") or ())
+        required = set(node.get("required") or ())
         variants = (node.get("discriminator") or {}).get("variants")
         if variants:
             prop = node["discriminator"]["property"]
@@ -172,6 +206,7 @@ class _Checker:
             variant = self.resolve({"$ref": variants[chosen]})
             properties.update(variant.get("properties") or {})
             read_only |= set(variant.get("read_only") or ())
+            required |= set(variant.get("required") or ())
         values = node.get("values")
         for key, item in value.items():
             where = f"{path}.{key}"
@@ -190,6 +225,13 @@ class _Checker:
                     f"unknown field {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
                     f"use one of {', '.join(known)}" if known else "this field takes no fields",
                 )
+        for key in sorted(required - read_only):
+            if merged.get(key) not in (None, []):
+                continue
+            if patched and key in value:  # the patch removes it (null) or empties it
+                self.bad(f"{path}.{key}", "removes a field the platform requires", "patch the fields inside it instead")
+            elif not patched:  # an element the patch writes whole
+                self.bad(f"{path}.{key}", "is missing, and the platform requires it", "add it")
 
     def positions(self, value: dict[str, Any], merged: list[Any], node: Mapping[str, Any], path: str) -> None:
         """A mapping of positions on a list (see `merge`): each must name an element, and patch it."""

@@ -270,6 +270,96 @@ def test_a_patch_may_not_change_the_identity_or_the_fingerprint(target: str, pat
     assert any(p == path and "crosstrain owns" in m for p, m in problems), problems
 
 
+# -- what the platform requires and the plan put there ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("target", "patch", "path", "says"),
+    [
+        ("vertex", {"jobSpec": None}, "targets.vertex.patch.jobSpec", "requires"),
+        ("vertex", {"displayName": None}, "targets.vertex.patch.displayName", "requires"),
+        ("vertex", {"jobSpec": {"workerPoolSpecs": []}}, "targets.vertex.patch.jobSpec.workerPoolSpecs", "requires"),
+        (
+            "vertex",
+            {"jobSpec": {"workerPoolSpecs": [{"containerSpec": {}}]}},
+            "targets.vertex.patch.jobSpec.workerPoolSpecs[0].containerSpec.imageUri",
+            "requires",
+        ),
+        (
+            "vertex",
+            {"jobSpec": {"workerPoolSpecs": {"0": {"containerSpec": None}}}},
+            "targets.vertex.patch.jobSpec.workerPoolSpecs[0].containerSpec",
+            "plan needs",
+        ),
+        (
+            "vertex",
+            {"jobSpec": {"workerPoolSpecs": {"1": {"machineSpec": None}}}},
+            "targets.vertex.patch.jobSpec.workerPoolSpecs[1].machineSpec",
+            "plan needs",
+        ),
+        (
+            "vertex",
+            {"jobSpec": {"workerPoolSpecs": {"1": {"replicaCount": "7"}}}},
+            "targets.vertex.patch.jobSpec.workerPoolSpecs[1].replicaCount",
+            "node count",
+        ),
+        ("aiplatform", {"trainingInput": None}, "targets.aiplatform.patch.trainingInput", "plan needs"),
+        (
+            "aiplatform",
+            {"trainingInput": {"region": None}},
+            "targets.aiplatform.patch.trainingInput.region",
+            "requires",
+        ),
+        (
+            "aiplatform",
+            {"trainingInput": {"masterConfig": {"imageUri": None}}},
+            "targets.aiplatform.patch.trainingInput.masterConfig.imageUri",
+            "plan needs",
+        ),
+        (
+            "aiplatform",
+            {"trainingInput": {"workerCount": "9"}},
+            "targets.aiplatform.patch.trainingInput.workerCount",
+            "node count",
+        ),
+        ("azureml", {"properties": None}, "targets.azureml.patch.properties", "requires"),
+        ("azureml", {"properties": {"command": None}}, "targets.azureml.patch.properties.command", "requires"),
+        (
+            "azureml",
+            {"properties": {"environmentId": None}},
+            "targets.azureml.patch.properties.environmentId",
+            "requires",
+        ),
+        (
+            "azureml",
+            {"properties": {"resources": {"instanceCount": 9}}},
+            "targets.azureml.patch.properties.resources.instanceCount",
+            "node count",
+        ),
+        ("azureml", {"properties": {"distribution": None}}, "targets.azureml.patch.properties.distribution", "owns"),
+        ("databricks", {"tasks": None}, "targets.databricks.patch.tasks", "plan needs"),
+        ("databricks", {"tasks": {"0": {"task_key": None}}}, "targets.databricks.patch.tasks[0].task_key", "requires"),
+        (
+            "databricks",
+            {"tasks": {"0": {"new_cluster": {"num_workers": 9}}}},
+            "targets.databricks.patch.tasks[0].new_cluster.num_workers",
+            "node count",
+        ),
+        (
+            "databricks",
+            {"tasks": {"0": {"new_cluster": {"spark_version": None}}}},
+            "targets.databricks.patch.tasks[0].new_cluster.spark_version",
+            "plan needs",
+        ),
+    ],
+)
+def test_a_patch_may_not_remove_what_the_platform_or_the_plan_needs(
+    target: str, patch: Any, path: str, says: str
+) -> None:
+    """A body without its job spec, its pools or its node count once rendered (exit 0), and the gcloud form and
+    the local emulation then crashed reading it back."""
+    problems = refused(target, patch)
+    assert any(p == path and says in m for p, m in problems), problems
+
+
 def test_other_labels_may_be_patched() -> None:
     request = render("vertex", {"labels": {"cost-center": "research"}})
     assert request.create.body["labels"]["cost-center"] == "research"
@@ -365,3 +455,44 @@ def test_the_az_yaml_says_which_patched_fields_it_cannot_write() -> None:
         .format(render("azureml", USEFUL["azureml"][0]), "az-yaml")
         .startswith("#")
     )
+
+
+def _null_patches(body: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[str, Any]]:
+    """A patch removing each field of `body` in turn (list elements patched by position), with its dotted path."""
+    items = body.items() if isinstance(body, dict) else enumerate(body) if isinstance(body, list) else ()
+    for key, value in items:
+        here = (*path, key)
+        patch: Any = None
+        for part in reversed(here):
+            patch = {str(part): patch}
+        yield ".".join(map(str, here)), patch
+        yield from _null_patches(value, here)
+
+
+@pytest.mark.parametrize("target", ["vertex", "aiplatform", "azureml", "databricks"])
+def test_removing_any_field_is_refused_or_reads_back_everywhere(target: str) -> None:
+    """Every field of the rendered body removed in turn: the render refuses it at its path, or the native form and
+    the local emulation read the patched body (they once crashed on a KeyError)."""
+    from crosstrain.errors import Unsupported
+
+    backend = create_backend(target, environ={})
+    local = create_backend("local", environ={})
+    plain = backend.render(job_from_dict(BASE_JOB), SETTINGS[target])
+    tried, refusals = 0, []
+    for where, patch in _null_patches(plain.create.body):
+        spec = job_from_dict(deep_merge(BASE_JOB, {"targets": {target: {**SETTINGS[target], "patch": patch}}}))
+        tried += 1
+        try:
+            request = backend.render(spec)
+        except SpecError as refusal:
+            refusals += [(where, p.path) for p in refusal.problems]
+            continue
+        for form in backend.formats:
+            assert backend.format(request, form), (where, form)
+        try:
+            local.render(spec, {"emulate": target})
+        except (SpecError, Unsupported) as refusal:  # a body the emulation cannot run says why, at a path
+            refusals += [(where, p.path if p.fix else "") for p in refusal.problems]
+    assert tried > 20
+    assert refusals
+    assert all(path for _, path in refusals), refusals

@@ -58,6 +58,7 @@ from crosstrain.backends._google import (
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
+    NODES_WHY,
     Backend,
     Capabilities,
     HttpCall,
@@ -231,6 +232,16 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         ("jobId",): IDENTITY_WHY,
         ("labels", IDENTITY_LABEL): IDENTITY_WHY,
         ("labels", FINGERPRINT_LABEL): FINGERPRINT_WHY,
+        ("trainingInput", "workerCount"): NODES_WHY,
+        ("trainingInput", "parameterServerCount"): NODES_WHY,
+        ("trainingInput", "evaluatorCount"): NODES_WHY,
+    }
+    planned_fields = {
+        ("trainingInput",): "what the job runs and where",
+        ("trainingInput", "masterConfig"): "the primary's machine and what it runs",
+        ("trainingInput", "masterConfig", "imageUri"): "the image the job runs (set `image`)",
+        ("trainingInput", "pythonModule"): "the module the job's package runs",
+        ("trainingInput", "packageUris"): "the job's package",
     }
 
     def __init__(

@@ -39,6 +39,7 @@ from crosstrain import catalog, data, packaging, secrets
 from crosstrain.adaptors import azure
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
+    NODES_WHY,
     Backend,
     Capabilities,
     HttpCall,
@@ -765,7 +766,12 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         environments=True,  # curated environments (RUNTIMES), or targets.azureml.environment
     )
     patch_schema = "azureml"
-    owned_fields = {("properties", "properties", FINGERPRINT_PROPERTY): FINGERPRINT_WHY}
+    owned_fields = {
+        ("properties", "properties", FINGERPRINT_PROPERTY): FINGERPRINT_WHY,
+        ("properties", "resources", "instanceCount"): NODES_WHY,
+        ("properties", "distribution"): "the processes Azure starts on each node, which the ranks are planned for "
+        "(set launch or targets.azureml.distributed_job_config)",
+    }
 
     def __init__(
         self,
@@ -1527,7 +1533,7 @@ def cli_yaml(request: Request) -> dict[str, Any]:
     out["resources"] = {
         snake: props["resources"][camel] for camel, snake in wire_names.items() if camel in props["resources"]
     }
-    if "limits" in props:
+    if (props.get("limits") or {}).get("timeout"):  # a patch may remove it
         out["limits"] = {"timeout": seconds_of(props["limits"]["timeout"])}
     if "queueSettings" in props:
         queue = props["queueSettings"]

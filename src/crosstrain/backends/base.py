@@ -44,7 +44,11 @@ if TYPE_CHECKING:
     from crosstrain.spec import TrainingJob
 
 #: Why a `targets.<target>.patch` may not change the fields that carry the identity and the fingerprint.
-IDENTITY_WHY = "it names the job, so a repeated submit finds it instead of making a second one"
+IDENTITY_WHY = (
+    "it names the job, so a repeated submit finds it instead of making a second one (to name a new job, submit "
+    "with --run-id)"
+)
+NODES_WHY = "the job's node count, which its ranks and rendezvous are planned for (set workers.replicas)"
 FINGERPRINT_WHY = "it records the request's fingerprint, so a repeated submit adopts only a job made from this request"
 
 # Headers that carry credentials never appear in a rendered request.
@@ -524,7 +528,11 @@ class Backend(ABC, Generic[S]):
     #: The schema (`crosstrain/schemas/<name>.json`) a `targets.<name>.patch` is checked against; None: no patch.
     patch_schema: ClassVar[str | None] = None
     #: The fields of the create call's body that crosstrain owns (path -> why), which a patch may not change.
+    #: "*" in a path stands for every element of the rendered list.
     owned_fields: ClassVar[Mapping[tuple[str | int, ...], str]] = {}
+    #: The fields the render's plan puts in the body (path -> why), whose value a patch may change but which it
+    #: may not remove: what the node-side emulation and the CLI formats read back.
+    planned_fields: ClassVar[Mapping[tuple[str | int, ...], str]] = {}
 
     #: The settings that say where credentials go (host, endpoint, workspace, project): what `configured()`
     #: reads from the environment and a handle or request from a file is checked against.
@@ -705,7 +713,9 @@ class Backend(ABC, Generic[S]):
                     )
                 ],
             )
-        problems = merge_patch.problems(self.patch_schema, patch, request.create.body, where, self.owned_fields)
+        problems = merge_patch.problems(
+            self.patch_schema, patch, request.create.body, where, self.owned_fields, self.planned_fields
+        )
         if problems:
             raise SpecError(problems, headline=f"invalid {where}")
 

@@ -60,6 +60,7 @@ from crosstrain import catalog, data, packaging, secrets, uploads
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
+    NODES_WHY,
     Backend,
     Capabilities,
     HttpCall,
@@ -469,6 +470,16 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         ("idempotency_token",): IDENTITY_WHY,
         ("tasks", 0, "new_cluster", "custom_tags", "crosstrain_job"): IDENTITY_WHY,
         ("tasks", 0, "new_cluster", "custom_tags", FINGERPRINT_TAG): FINGERPRINT_WHY,
+        ("tasks", 0, "new_cluster", "num_workers"): NODES_WHY,
+        ("tasks", 0, "spark_python_task", "parameters"): "the TorchDistributor call the driver makes (set the "
+        "job's command, launch and nodes)",
+    }
+    planned_fields = {
+        ("tasks", "*"): "the run's task, which the driver runs",
+        ("tasks", 0, "new_cluster"): "the cluster the job's nodes are planned on",
+        ("tasks", 0, "new_cluster", "spark_version"): "the cluster's runtime (targets.databricks.spark_version)",
+        ("tasks", 0, "new_cluster", "node_type_id"): "the nodes' machine (set `machine`)",
+        ("tasks", 0, "spark_python_task"): "the driver's TorchDistributor call",
     }
 
     def __init__(self, *, client: WorkspaceClient | None = None, log_interval: float = 30.0, **kwargs: Any) -> None:

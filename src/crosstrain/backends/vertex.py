@@ -69,6 +69,7 @@ from crosstrain.backends._google import (
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
+    NODES_WHY,
     Backend,
     Capabilities,
     HttpCall,
@@ -285,7 +286,17 @@ class VertexBackend(Backend[VertexSettings]):
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
     )
     patch_schema = "vertex"
-    owned_fields = {("labels", IDENTITY_LABEL): IDENTITY_WHY, ("labels", FINGERPRINT_LABEL): FINGERPRINT_WHY}
+    owned_fields = {
+        ("labels", IDENTITY_LABEL): IDENTITY_WHY,
+        ("labels", FINGERPRINT_LABEL): FINGERPRINT_WHY,
+        ("jobSpec", "workerPoolSpecs", "*", "replicaCount"): NODES_WHY,
+    }
+    planned_fields = {
+        ("jobSpec", "workerPoolSpecs", "*"): "one pool per role, in the order Vertex AI numbers the nodes",
+        ("jobSpec", "workerPoolSpecs", "*", "machineSpec", "machineType"): "the pool's machine (set `machine`)",
+        ("jobSpec", "workerPoolSpecs", "*", "containerSpec"): "what the pool runs (set `image` and `command`)",
+        ("jobSpec", "workerPoolSpecs", "*", "pythonPackageSpec"): "what the pool runs (the job's package)",
+    }
 
     def __init__(
         self,

@@ -6,15 +6,20 @@ be imported, so the schemas are derived once, here, and shipped as package data:
 
 * vertex: the `CustomJob` protobuf descriptors of google-cloud-aiplatform (`aiplatform_v1`), in the API's JSON
   encoding (json names, int64 as strings, Duration and Timestamp as strings); "Output only." fields from the
-  messages' own documentation are read-only;
-* aiplatform: the ml v1 discovery document bundled with google-api-python-client (`GoogleCloudMlV1__Job`);
+  messages' own documentation are read-only, "Required." ones required;
+* aiplatform: the ml v1 discovery document bundled with google-api-python-client (`GoogleCloudMlV1__Job`), its
+  "Required." descriptions;
 * azureml: azure-ai-ml's REST models (`JobBase` whose `properties` is a `CommandJob`), with their discriminators;
-* databricks: the parameters of databricks-sdk's `JobsAPI.submit` and the dataclasses they take.
+  a field typed without `Optional` is required;
+* databricks: the parameters of databricks-sdk's `JobsAPI.submit` and the dataclasses they take; a dataclass field
+  without a default is required.
+
+A patch may not remove a required field, nor add a list element without one (`crosstrain.patch`).
 
 The format (`crosstrain.patch` reads it): `{"root": NAME, "types": {NAME: NODE}}`, a NODE being `{"$ref": NAME}`,
-`{"type": "object", "properties": {...}, "values": NODE, "read_only": [...], "discriminator": {"property": P,
-"variants": {VALUE: NAME}}}`, `{"type": "array", "items": NODE}`, `{"type": "string", "enum": [...], "format": F}`
-(F: int64, duration, iso-duration, timestamp, bytes), `{"type": "integer"|"number"|"boolean"|"any"}`.
+`{"type": "object", "properties": {...}, "values": NODE, "read_only": [...], "required": [...], "discriminator":
+{"property": P, "variants": {VALUE: NAME}}}`, `{"type": "array", "items": NODE}`, `{"type": "string", "enum": [...],
+"format": F}` (F: int64, duration, iso-duration, timestamp, bytes), `{"type": "integer"|"number"|"boolean"|"any"}`.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ _WELL_KNOWN: dict[str, Node] = {
     "google.protobuf.DoubleValue": {"type": "number"},
 }
 _OUTPUT_ONLY = re.compile(r"^\s+(\w+) \([^)]*\):\n\s+Output only\.", re.MULTILINE)
+_REQUIRED = re.compile(r"^\s+(\w+) \([^)]*\):\n\s+Required\.", re.MULTILINE)
 
 
 def vertex() -> Node:
@@ -83,12 +89,12 @@ def vertex() -> Node:
     }
     found: dict[str, Node] = {}
 
-    def output_only(full_name: str) -> set[str]:
-        """The fields the message's proto-plus class documents as "Output only."."""
+    def documented(full_name: str, marker: re.Pattern[str]) -> set[str]:
+        """The fields the message's proto-plus class documents with `marker` ("Output only.", "Required.")."""
         cls: Any = vertex_types
         for part in full_name.removeprefix("google.cloud.aiplatform.v1.").split("."):
             cls = getattr(cls, part, None)
-        return set(_OUTPUT_ONLY.findall(cls.__doc__ or "")) if cls is not None else set()
+        return set(marker.findall(cls.__doc__ or "")) if cls is not None else set()
 
     def field_node(field: Any) -> Node:
         if field.type == F.TYPE_MESSAGE:
@@ -106,13 +112,17 @@ def vertex() -> Node:
         name: str = message.full_name.removeprefix("google.cloud.aiplatform.v1.")
         if name not in found:
             found[name] = {}  # recursive messages refer to themselves
-            read_only = output_only(message.full_name)
+            read_only = documented(message.full_name, _OUTPUT_ONLY)
+            required = documented(message.full_name, _REQUIRED)
             node: Node = {"type": "object", "properties": {}}
             for field in message.fields:
                 node["properties"][field.json_name] = field_node(field)
             names = sorted(f.json_name for f in message.fields if f.name in read_only)
             if names:
                 node["read_only"] = names
+            names = sorted(f.json_name for f in message.fields if f.name in required)
+            if names:
+                node["required"] = names
             found[name] = node
         return name
 
@@ -150,6 +160,11 @@ def aiplatform() -> Node:
             read_only = sorted(k for k, v in spec.get("properties", {}).items() if v.get("readOnly"))
             if read_only:
                 node["read_only"] = read_only
+            required = sorted(
+                k for k, v in spec.get("properties", {}).items() if v.get("description", "").startswith("Required")
+            )
+            if required:
+                node["required"] = required
             return node
         if kind == "array":
             return {"type": "array", "items": node_of(spec["items"])}
@@ -227,13 +242,17 @@ def azureml() -> Node:
         cls()  # azure-ai-ml lists a model's REST fields on its first instance
         hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]), {"_models": models})
         node: Node = {"type": "object", "properties": {}}
-        read_only = []
+        read_only, required = [], []
         for attr, rest in cls._attr_to_rest_field.items():
             node["properties"][rest._rest_name] = type_node(hints[attr])
             if rest._visibility == ["read"]:
                 read_only.append(rest._rest_name)
+            elif type(None) not in typing.get_args(hints[attr]):
+                required.append(rest._rest_name)
         if read_only:
             node["read_only"] = sorted(read_only)
+        if required:
+            node["required"] = sorted(required)
         mapping = {k: v for k, v in getattr(cls, "__mapping__", {}).items() if v is not cls}
         if mapping and "__mapping__" in vars(cls):  # a polymorphic base: its subtypes by discriminator value
             prop = next(r._rest_name for r in cls._attr_to_rest_field.values() if r._is_discriminator)
@@ -315,6 +334,13 @@ def databricks() -> Node:
             hints = typing.get_type_hints(cls)
             fields = {f.name: type_node(hints[f.name]) for f in dataclasses.fields(cls)}
             found[name] = {"type": "object", "properties": fields}
+            required = sorted(
+                f.name
+                for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            )
+            if required:
+                found[name]["required"] = required
         return name
 
     hints = typing.get_type_hints(JobsAPI.submit)
