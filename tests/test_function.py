@@ -80,3 +80,19 @@ def test_the_notebook_function_example_runs_under_databricks_emulation() -> None
     result = ast.literal_eval(done.stdout.strip().splitlines()[-1])  # the dict notebook.py prints
     assert result["world_size"] == 2.0
     assert result["mean_loss"] < 0.1
+
+
+@pytest.mark.parametrize("target", ["vertex", "aiplatform"])
+def test_a_function_on_a_google_target_needs_a_staging_bucket(target: str) -> None:
+    """A function ships as a code package, as `code:` does; without a bucket its render once crashed on an assert."""
+    from crosstrain import api
+    from crosstrain.backends import create_backend
+    from crosstrain.errors import Unsupported
+
+    job = api.with_function(all_reduce_ranks, {"name": "fn", "image": "img:1", "primary": {"machine": "n1-standard-8"}})
+    backend = create_backend(target, environ={})
+    with pytest.raises(Unsupported) as refused:
+        backend.render(job, {"project": "p", "region": "us-central1"})
+    assert [p.path for p in refused.value.problems] == [f"targets.{target}.staging_bucket"]
+    request = backend.render(job, {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket/stage"})
+    assert any(call.url.startswith("https://storage.googleapis.com/upload/storage/v1/b/my-bucket/") for call in request.calls)

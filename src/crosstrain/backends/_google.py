@@ -213,9 +213,10 @@ def upload_problems(calls: tuple[HttpCall, ...], code: CodeRef | None) -> list[P
 
 
 def code_refusals(job: TrainingJob, staging_bucket: str | None, target: str, platform: str) -> list[Problem]:
-    """What shipping `job.code` needs on a Google target: a staging bucket, and a command on every pool."""
+    """What shipping `job.code` (or a function, which ships the same way) needs on a Google target: a staging
+    bucket, and a command on every pool."""
     problems: list[Problem] = []
-    if job.code is None:
+    if job.code is None and job.function_payload is None:
         if job.requirements is not None:
             problems.append(
                 Problem(
@@ -229,8 +230,9 @@ def code_refusals(job: TrainingJob, staging_bucket: str | None, target: str, pla
     if not staging_bucket:
         problems.append(
             Problem(
-                "code",
-                f"{platform} fetches the code package from Cloud Storage, and no staging bucket is set",
+                "code" if job.code is not None else f"targets.{target}.staging_bucket",
+                f"{platform} fetches the code package ({'the job' if job.code is not None else 'the function'}'s) "
+                "from Cloud Storage, and no staging bucket is set",
                 f"set targets.{target}.staging_bucket: gs://BUCKET[/PREFIX] (or --set staging_bucket=gs://...)",
             )
         )

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -202,6 +203,134 @@ def job_id(identity: str) -> str:
     return text[:_JOB_ID_MAX]
 
 
+@dataclass(frozen=True)
+class _PoolPlan:
+    machine: catalog.ResolvedMachine | None  # None: the pool names no machine (the default type)
+    image: str | None  # None: a runtime version runs the job's package
+
+
+@dataclass(frozen=True)
+class _Plan:
+    pools: dict[str, _PoolPlan]  # by role
+    bundle: packaging.Bundle | None  # the code (or function) the job ships
+    staged: tuple[str, str] | None  # (bucket, object) it goes to
+
+
+def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[_Plan | None, list[Problem]]:
+    """What the job is on AI Platform Training (each pool's machine and image, where its code goes), or every
+    reason it cannot be: the render builds from the plan only. A reduction server is refused by the generic
+    capability check, which points to --target vertex."""
+    problems = label_problems(job)
+    problems += code_refusals(job, settings.staging_bucket, "aiplatform", "AI Platform Training")
+    pools: dict[str, _PoolPlan] = {}
+    try:
+        packaging.for_job(job)
+    except UploadRefused as refused:
+        problems.append(refused.problem)
+    package_args: dict[str, list[str]] = {}
+    tier = scale_tier(job)
+    if tier is not None:
+        problems += _tier_problems(job, tier)
+    for pool in job.pools():
+        machine = _resolve(pool, problems)
+        problems += launch_problems(job, pool, machine.gpu_count if machine else 0, "AI Platform Training")
+        runtime = _runtime_image(job, settings, pool, machine)
+        if isinstance(runtime, Problem):
+            problems.append(runtime)
+        else:
+            pools[pool.role] = _PoolPlan(machine, runtime)
+        if job.code is not None and pool.command:
+            package_args[pool.role] = _package_args(job, pool, machine)
+        if pool.env and not pool.command:
+            problems.append(
+                Problem(
+                    "env" if job.env else f"{pool.role}.env",
+                    "AI Platform Training has no field for environment variables; crosstrain runs the "
+                    "command under `env NAME=VALUE ...`, which needs a command",
+                    "set `command`, or bake the variables into the image",
+                )
+            )
+        if pool.boot_disk and pool.boot_disk.type and pool.boot_disk.type not in _BOOT_DISK_TYPES:
+            problems.append(
+                Problem(
+                    f"{pool.role if getattr(job, pool.role).boot_disk else 'primary'}.boot_disk.type",
+                    f"AI Platform Training has no boot disk type {pool.boot_disk.type!r}",
+                    f"use one of {', '.join(_BOOT_DISK_TYPES)}, or --target vertex",
+                )
+            )
+    if len({tuple(args) for args in package_args.values()}) > 1:
+        problems.append(
+            Problem(
+                "command",
+                "AI Platform Training runs one Python module with one argument list on every pool of a "
+                "package job, and the pools' commands, arguments or environments differ",
+                "give every pool the same command, args and env, or use --target vertex",
+            )
+        )
+    primary = job.pools()[0]
+    has_runtime = job.environment is not None or settings.environment is not None
+    if settings.runtime_version and (job.code is None or primary.image or has_runtime):
+        problems.append(
+            Problem(
+                "targets.aiplatform.runtime_version",
+                "a runtime version runs the job's code as a Python package on no container image, and this job "
+                + ("ships no code" if job.code is None else "names an image or environment for the master"),
+                "remove runtime_version, or set `code` and remove the master's image and environment",
+            )
+        )
+    if not primary.image and not has_runtime and not (settings.runtime_version and job.code is not None):
+        # The API takes `masterConfig.imageUri`, or a `runtimeVersion` running a Python package.
+        problems.append(
+            Problem(
+                "image",
+                "AI Platform Training needs a container image for the master, or a runtime version running "
+                "the job's code as a Python package",
+                "set `image`, or `environment: pytorch` (a pre-built PyTorch container), or `code` with "
+                "targets.aiplatform.runtime_version",
+            )
+        )
+    if job.scheduling.max_restarts is not None:
+        problems.append(
+            Problem(
+                "scheduling.max_restarts",
+                "AI Platform Training has no restart setting",
+                "remove `scheduling.max_restarts`, or use --target vertex",
+            )
+        )
+    if job.scheduling.max_wait is not None and job.scheduling.max_wait < MIN_MAX_WAIT_SECONDS:
+        problems.append(
+            Problem(
+                "scheduling.max_wait",
+                f"AI Platform Training waits at least {MIN_MAX_WAIT_SECONDS}s, not {job.scheduling.max_wait}s",
+                'use at least "30m", or remove it to wait without limit',
+            )
+        )
+    network = settings.network or job.network
+    if network and not _NETWORK.fullmatch(network):
+        problems.append(
+            Problem(
+                "network" if not settings.network else "targets.aiplatform.network",
+                f"{network!r} is not a full network name",
+                "write projects/PROJECT_NUMBER/global/networks/NAME",
+            )
+        )
+    job_dir = settings.job_dir or job.output_dir
+    if job_dir and not job_dir.startswith("gs://"):
+        problems.append(
+            Problem(
+                "output_dir" if not settings.job_dir else "targets.aiplatform.job_dir",
+                f"AI Platform Training's job directory must be in Cloud Storage, not {job_dir!r}",
+                "use a gs://bucket/path",
+            )
+        )
+    problems += secrets.needs_command(job, "AI Platform Training")
+    if problems:
+        return None, list(dict.fromkeys(problems))  # pools that inherit the same field report it once
+    bundle = packaging.for_job(job)
+    staged = staged_object(settings.staging_bucket, bundle.short) if bundle and settings.staging_bucket else None
+    return _Plan(pools, bundle, staged), []
+
+
 class AIPlatformBackend(Backend[AIPlatformSettings]):
     """Legacy AI Platform Training. Example: `crosstrain render job.yaml --target aiplatform --format gcloud`."""
 
@@ -261,109 +390,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: AIPlatformSettings) -> list[Problem]:
-        # A reduction server is refused by the generic capability check, which points to --target vertex.
-        problems = label_problems(job)
-        problems += code_refusals(job, settings.staging_bucket, self.name, "AI Platform Training")
-        try:
-            packaging.for_job(job)
-        except UploadRefused as refused:
-            problems.append(refused.problem)
-        package_args: dict[str, list[str]] = {}
-        tier = scale_tier(job)
-        if tier is not None:
-            problems += _tier_problems(job, tier)
-        for pool in job.pools():
-            machine = _resolve(pool, problems)
-            problems += launch_problems(job, pool, machine.gpu_count if machine else 0, "AI Platform Training")
-            runtime = _runtime_image(job, settings, pool, machine)
-            if isinstance(runtime, Problem):
-                problems.append(runtime)
-            if job.code is not None and pool.command:
-                package_args[pool.role] = _package_args(job, pool, machine)
-            if pool.env and not pool.command:
-                problems.append(
-                    Problem(
-                        "env" if job.env else f"{pool.role}.env",
-                        "AI Platform Training has no field for environment variables; crosstrain runs the "
-                        "command under `env NAME=VALUE ...`, which needs a command",
-                        "set `command`, or bake the variables into the image",
-                    )
-                )
-            if pool.boot_disk and pool.boot_disk.type and pool.boot_disk.type not in _BOOT_DISK_TYPES:
-                problems.append(
-                    Problem(
-                        f"{pool.role if getattr(job, pool.role).boot_disk else 'primary'}.boot_disk.type",
-                        f"AI Platform Training has no boot disk type {pool.boot_disk.type!r}",
-                        f"use one of {', '.join(_BOOT_DISK_TYPES)}, or --target vertex",
-                    )
-                )
-        if len({tuple(args) for args in package_args.values()}) > 1:
-            problems.append(
-                Problem(
-                    "command",
-                    "AI Platform Training runs one Python module with one argument list on every pool of a "
-                    "package job, and the pools' commands, arguments or environments differ",
-                    "give every pool the same command, args and env, or use --target vertex",
-                )
-            )
-        primary = job.pools()[0]
-        has_runtime = job.environment is not None or settings.environment is not None
-        if settings.runtime_version and (job.code is None or primary.image or has_runtime):
-            problems.append(
-                Problem(
-                    "targets.aiplatform.runtime_version",
-                    "a runtime version runs the job's code as a Python package on no container image, and this job "
-                    + ("ships no code" if job.code is None else "names an image or environment for the master"),
-                    "remove runtime_version, or set `code` and remove the master's image and environment",
-                )
-            )
-        if not primary.image and not has_runtime and not (settings.runtime_version and job.code is not None):
-            # The API takes `masterConfig.imageUri`, or a `runtimeVersion` running a Python package.
-            problems.append(
-                Problem(
-                    "image",
-                    "AI Platform Training needs a container image for the master, or a runtime version running "
-                    "the job's code as a Python package",
-                    "set `image`, or `environment: pytorch` (a pre-built PyTorch container), or `code` with "
-                    "targets.aiplatform.runtime_version",
-                )
-            )
-        if job.scheduling.max_restarts is not None:
-            problems.append(
-                Problem(
-                    "scheduling.max_restarts",
-                    "AI Platform Training has no restart setting",
-                    "remove `scheduling.max_restarts`, or use --target vertex",
-                )
-            )
-        if job.scheduling.max_wait is not None and job.scheduling.max_wait < MIN_MAX_WAIT_SECONDS:
-            problems.append(
-                Problem(
-                    "scheduling.max_wait",
-                    f"AI Platform Training waits at least {MIN_MAX_WAIT_SECONDS}s, not {job.scheduling.max_wait}s",
-                    'use at least "30m", or remove it to wait without limit',
-                )
-            )
-        network = settings.network or job.network
-        if network and not _NETWORK.fullmatch(network):
-            problems.append(
-                Problem(
-                    "network" if not settings.network else "targets.aiplatform.network",
-                    f"{network!r} is not a full network name",
-                    "write projects/PROJECT_NUMBER/global/networks/NAME",
-                )
-            )
-        job_dir = settings.job_dir or job.output_dir
-        if job_dir and not job_dir.startswith("gs://"):
-            problems.append(
-                Problem(
-                    "output_dir" if not settings.job_dir else "targets.aiplatform.job_dir",
-                    f"AI Platform Training's job directory must be in Cloud Storage, not {job_dir!r}",
-                    "use a gs://bucket/path",
-                )
-            )
-        problems += secrets.needs_command(job, "AI Platform Training")
-        return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
+        return _plan(job, settings)[1]
 
     def data_refusals(self, job: TrainingJob, settings: AIPlatformSettings) -> list[Problem]:
         return data_refusals(job, "AI Platform Training", fuse=False)
@@ -374,21 +401,23 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         return data_node_path(location, fuse=False)
 
     def _render(self, job: TrainingJob, settings: AIPlatformSettings, ids: Ids) -> Request:
+        plan, problems = _plan(job, settings)
+        if plan is None:
+            raise Unsupported(self.name, problems)
         identity = ids.identity
         tier = scale_tier(job)
         training_input: dict[str, Any] = {"scaleTier": tier.name if tier else "CUSTOM", "region": settings.region}
         secret_notes = [f"{p.role}: {secrets.runtime_note(p)}" for p in job.pools() if p.secrets]
-        bundle = packaging.for_job(job)
+        bundle = plan.bundle
         calls: list[HttpCall] = []
         code_notes: list[str] = []
-        if bundle is not None:
-            assert settings.staging_bucket, "platform_refusals refuses code without a staging bucket"
-            bucket, name = staged_object(settings.staging_bucket, bundle.short)
+        if bundle is not None and plan.staged is not None:
+            bucket, name = plan.staged
             calls.append(upload_call(bucket, name, bundle.ref))
             training_input["packageUris"] = [f"gs://{bucket}/{name}"]
             training_input["pythonModule"] = PYTHON_MODULE
             primary = job.pools()[0]
-            training_input["args"] = _package_args(job, primary, _resolve(primary, []))
+            training_input["args"] = _package_args(job, primary, plan.pools[primary.role].machine)
             code_notes.append(f"ships {bundle.describe()} to gs://{bucket}/{name}")
             code_notes.append(
                 "AI Platform pip-installs the package (with the job's requirements) and runs python -m "
@@ -396,13 +425,11 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
             )
         for pool in job.pools():
             type_key, count_key, config_key = _POOL_FIELDS[pool.role]
-            machine = _resolve(pool, [])
+            machine, image = plan.pools[pool.role].machine, plan.pools[pool.role].image
             if tier is None:  # a scale tier picks the machines and their counts itself
                 training_input[type_key] = (machine.machine_type if machine else None) or DEFAULT_MACHINE_TYPE
                 if count_key:
                     training_input[count_key] = str(pool.replicas)
-            image = _runtime_image(job, settings, pool, machine)
-            assert not isinstance(image, Problem), "platform_refusals refuses a runtime the table lacks"
             training_input[config_key] = _replica_config(job, pool, machine, image=image, package=bundle is not None)
         if bundle is not None and not (training_input["masterConfig"].get("imageUri")):
             training_input["runtimeVersion"] = settings.runtime_version

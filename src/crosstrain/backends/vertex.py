@@ -82,7 +82,7 @@ from crosstrain.backends.base import (
     shown,
 )
 from crosstrain.environments import Runtime, Runtimes
-from crosstrain.errors import CrosstrainError, Problem, SubmitError, TransientError
+from crosstrain.errors import CrosstrainError, Problem, SubmitError, TransientError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.settings import TargetSettings, resolve_settings, setting
 from crosstrain.uploads import UploadRefused
@@ -258,6 +258,81 @@ class _Machine:
     accelerator: str | None
 
 
+@dataclass(frozen=True)
+class _PoolPlan:
+    machine: _Machine
+    image: str  # the pool's own image, or the pre-built container it runs on
+
+
+@dataclass(frozen=True)
+class _Plan:
+    pools: dict[str, _PoolPlan]  # by role
+    bundle: packaging.Bundle | None  # the code (or function) the job ships
+    staged: tuple[str, str] | None  # (bucket, object) it goes to
+    reducer: tuple[int, str] | None  # the reduction server's replicas, and why that many
+
+
+def _plan(job: TrainingJob, settings: VertexSettings) -> tuple[_Plan | None, list[Problem]]:
+    """What the job is on Vertex AI (each pool's machine and image, the bucket its code goes to, the reduction
+    server's size), or every reason it cannot be: the render builds from the plan only."""
+    problems = label_problems(job)
+    machines: dict[str, _Machine] = {}
+    images: dict[str, str] = {}
+    problems += code_refusals(job, settings.staging_bucket, "vertex", "Vertex AI")
+    problems += _bundle_problems(job)
+    if settings.environment and all(pool.image for pool in job.pools()):
+        problems.append(
+            Problem(
+                "targets.vertex.environment",
+                "names a pre-built container, and every pool runs its own image",
+                "remove `image` to run on the pre-built container, or remove targets.vertex.environment",
+            )
+        )
+    for pool in job.pools():
+        problems += _pool_limits(job, pool)
+        try:
+            machines[pool.role] = _resolve(pool)
+        except catalog.CatalogError as error:
+            problems.append(error.problem)
+            if not pool.image and not job.environment and not settings.environment:
+                problems.append(_no_image(pool))
+        else:
+            problems += launch_problems(job, pool, machines[pool.role].gpu_count, "Vertex AI")
+            executor = _executor(job, settings, pool, machines[pool.role])
+            if isinstance(executor, Problem):
+                problems.append(executor)
+            elif pool.image or executor:
+                images[pool.role] = pool.image or executor or ""
+            else:
+                problems.append(_no_image(pool))
+    if job.reduction_server:
+        problems += _reduction_server_problems(job, machines)
+    if job.scheduling.spot and job.scheduling.max_wait:
+        problems.append(
+            Problem(
+                "scheduling.max_wait",
+                "Vertex AI waits for capacity (max_wait) only with the FLEX_START strategy, not with spot",
+                "remove `scheduling.max_wait` or `scheduling.spot`",
+            )
+        )
+    problems += secrets.needs_command(job, "Vertex AI")
+    problems = list(dict.fromkeys(problems))  # pools that inherit the same field report it once
+    if problems:
+        return None, problems
+    reducer = _reducer_count(job, machines) if job.reduction_server else None
+    if job.reduction_server and reducer is None:
+        unsized = Problem(
+            "reduction_server.replicas",
+            "the egress of these machines is not known, so `auto` cannot size the reduction server",
+            "set reduction_server.replicas to a number",
+        )
+        return None, [unsized]
+    pools = {role: _PoolPlan(machine, images[role]) for role, machine in machines.items()}
+    bundle = packaging.for_job(job)
+    staged = staged_object(settings.staging_bucket, bundle.short) if bundle and settings.staging_bucket else None
+    return _Plan(pools, bundle, staged, reducer), []
+
+
 class VertexBackend(Backend[VertexSettings]):
     """Vertex AI CustomJobs. Example: `crosstrain submit job.yaml --target vertex --set project=my-proj`."""
 
@@ -332,45 +407,7 @@ class VertexBackend(Backend[VertexSettings]):
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def platform_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
-        problems = label_problems(job)
-        machines: dict[str, _Machine] = {}
-        problems += code_refusals(job, settings.staging_bucket, self.name, "Vertex AI")
-        problems += _bundle_problems(job)
-        if settings.environment and all(pool.image for pool in job.pools()):
-            problems.append(
-                Problem(
-                    "targets.vertex.environment",
-                    "names a pre-built container, and every pool runs its own image",
-                    "remove `image` to run on the pre-built container, or remove targets.vertex.environment",
-                )
-            )
-        for pool in job.pools():
-            problems += _pool_limits(job, pool)
-            try:
-                machines[pool.role] = _resolve(pool)
-            except catalog.CatalogError as error:
-                problems.append(error.problem)
-                if not pool.image and not job.environment and not settings.environment:
-                    problems.append(_no_image(pool))
-            else:
-                problems += launch_problems(job, pool, machines[pool.role].gpu_count, "Vertex AI")
-                executor = _executor(job, settings, pool, machines[pool.role])
-                if isinstance(executor, Problem):
-                    problems.append(executor)
-                elif not pool.image and executor is None:
-                    problems.append(_no_image(pool))
-        if job.reduction_server:
-            problems += _reduction_server_problems(job, machines)
-        if job.scheduling.spot and job.scheduling.max_wait:
-            problems.append(
-                Problem(
-                    "scheduling.max_wait",
-                    "Vertex AI waits for capacity (max_wait) only with the FLEX_START strategy, not with spot",
-                    "remove `scheduling.max_wait` or `scheduling.spot`",
-                )
-            )
-        problems += secrets.needs_command(job, "Vertex AI")
-        return list(dict.fromkeys(problems))  # pools that inherit the same field report it once
+        return _plan(job, settings)[1]
 
     def data_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
         return data_refusals(job, "Vertex AI", fuse=True)
@@ -379,26 +416,22 @@ class VertexBackend(Backend[VertexSettings]):
         return data_node_path(location, fuse=True)
 
     def _render(self, job: TrainingJob, settings: VertexSettings, ids: Ids) -> Request:
+        plan, problems = _plan(job, settings)
+        if plan is None:
+            raise Unsupported(self.name, problems)
         identity = ids.identity
         notes: list[str] = []
         pools: list[dict[str, Any]] = [{}, {}, {}, {}]
-        bundle = packaging.for_job(job)
+        bundle, staged = plan.bundle, plan.staged
         calls: list[HttpCall] = []
-        staged: tuple[str, str] | None = None
-        if bundle is not None:
-            assert settings.staging_bucket, "platform_refusals refuses code without a staging bucket"
-            staged = staged_object(settings.staging_bucket, bundle.short)
+        if bundle is not None and staged is not None:
             calls.append(upload_call(*staged, bundle.ref))
             notes.append(f"ships {bundle.describe()} to gs://{staged[0]}/{staged[1]}")
         forms: set[str] = set()
         for pool in job.pools():
-            machine = _resolve(pool)
+            machine, image = plan.pools[pool.role].machine, plan.pools[pool.role].image
             index = {"primary": 0, "workers": 1, "parameter_servers": 2, "evaluators": 3}[pool.role]
             command = node_command(job, pool, machine.gpu_count)
-            executor = _executor(job, settings, pool, machine)
-            assert not isinstance(executor, Problem), "platform_refusals refuses a runtime the table lacks"
-            image = pool.image or executor
-            assert image is not None, "platform_refusals refuses a pool without an image"
             if pool.secrets and (pool.role == "primary" or pool.secrets != job.pools()[0].secrets):
                 notes.append(f"{pool.role}: {secrets.runtime_note(pool)}")
             if pool.role == "primary" and pool.command and runs_under_launcher(job, machine.gpu_count):
@@ -414,16 +447,14 @@ class VertexBackend(Backend[VertexSettings]):
             package = None
             if staged is not None and bundle is not None and command:
                 if pool.image is None:
-                    package = f"gs://{staged[0]}/{staged[1]}"
+                    package = (f"gs://{staged[0]}/{staged[1]}", command)
                     forms.add("package")
                 else:
                     command = fuse_command(*staged, command, install=bool(bundle.requirements))
                     forms.add("fuse")
             pools[index] = _pool_spec(pool.replicas, machine, pool, command, image=image, package=package)
-        if job.reduction_server:
-            sized = _reducer_count(job, {p.role: _resolve(p) for p in job.pools()})
-            assert sized is not None, "platform_refusals lets no unsized reduction server through"
-            replicas, why = sized
+        if job.reduction_server is not None and plan.reducer is not None:
+            replicas, why = plan.reducer
             notes.append(why)
             image = job.reduction_server.image or reduction_server_image(settings.region)
             pools[2] = {
@@ -928,10 +959,10 @@ def _pool_spec(
     command: list[str] | None,
     *,
     image: str,
-    package: str | None = None,
+    package: tuple[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """One worker pool: a `containerSpec` on `image`, or where `package` (the code's gs:// sdist) is given, a
-    `pythonPackageSpec` that runs the bootstrap on the pre-built container `image`."""
+    """One worker pool: a `containerSpec` on `image`, or where `package` (the code's gs:// sdist and the command
+    the bootstrap runs) is given, a `pythonPackageSpec` that runs the bootstrap on the pre-built container."""
     machine_spec: dict[str, Any] = {"machineType": machine.machine_type}
     if machine.accelerator and machine.gpu_count:
         machine_spec["acceleratorType"] = machine.accelerator
@@ -939,12 +970,12 @@ def _pool_spec(
     env = {**pool.env, **secrets.reference_env(pool)}  # a secret's reference, never its value
     spec: dict[str, Any] = {"replicaCount": str(replicas), "machineSpec": machine_spec}
     if package is not None:
-        assert command, "code_refusals refuses a pool without a command"
+        uri, runs = package
         python: dict[str, Any] = {
             "executorImageUri": image,
-            "packageUris": [package],
+            "packageUris": [uri],
             "pythonModule": PYTHON_MODULE,
-            "args": ["--", *command, *pool.args],
+            "args": ["--", *runs, *pool.args],
         }
         if env:
             python["env"] = [{"name": name, "value": value} for name, value in env.items()]
