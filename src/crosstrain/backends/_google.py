@@ -157,11 +157,10 @@ def staged_object(staging_bucket: str, short: str) -> tuple[str, str]:
     folder is found where it was uploaded before."""
     from crosstrain.packaging import ARCHIVE_NAME
 
-    match = _STAGING.fullmatch(staging_bucket)
-    assert match is not None, "the setting's validator refuses anything else"
-    prefix = (match["prefix"] or "").strip("/")
+    bucket, _, prefix = staging_bucket.removeprefix("gs://").partition("/")  # validated: gs://BUCKET[/PREFIX]
+    prefix = prefix.strip("/")
     name = f"{prefix + '/' if prefix else ''}crosstrain/code/{short}/{ARCHIVE_NAME}"
-    return match["bucket"], name
+    return bucket, name
 
 
 def upload_call(bucket: str, name: str, code: CodeRef) -> HttpCall:

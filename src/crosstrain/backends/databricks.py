@@ -75,7 +75,7 @@ from crosstrain.backends.base import (
 )
 from crosstrain.databricks_task import LAUNCHER_NAME, DistributorCall
 from crosstrain.environments import Runtime, Runtimes
-from crosstrain.errors import CrosstrainError, Problem, SpecError, SubmitError
+from crosstrain.errors import CrosstrainError, Problem, SpecError, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.settings import TargetSettings, redact, resolve_settings, setting, url_credentials
 from crosstrain.spec import PoolView, TrainingJob
@@ -581,13 +581,13 @@ class DatabricksBackend(Backend[DatabricksSettings]):
 
     def _render(self, job: TrainingJob, settings: DatabricksSettings, ids: Ids) -> Request:
         plan = _Plan(job, settings)
-        assert plan.call is not None, "render runs only after refusals found nothing"
+        if plan.call is None or plan.bundle is None:
+            raise Unsupported(self.name, plan.problems)
         identity = ids.identity
         host, call = settings.host, plan.call
         calls: list[HttpCall] = []
         notes: list[str] = []
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        assert plan.bundle is not None
         calls += self._bundle_calls(plan.bundle, plan.archive_size, settings)
         code_dir = f"{settings.workspace_dir}/code/{plan.bundle.short}"
         archive = f"{settings.volume or settings.workspace_dir}/code/{plan.bundle.short}/{packaging.ARCHIVE_NAME}"
