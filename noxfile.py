@@ -117,9 +117,10 @@ def yaml(session: nox.Session, pyyaml: str, libyaml: bool) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    install_locked(session, "ruff")
+    install_locked(session, "ruff", "import-linter")
     session.run("ruff", "check", "src", "tests", "benchmarks", "examples", "noxfile.py", "docs")
     session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "examples", "noxfile.py", "docs")
+    session.run("lint-imports", env={"PYTHONPATH": "src"})  # the contracts in pyproject.toml
 
 
 @nox.session

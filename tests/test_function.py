@@ -95,4 +95,5 @@ def test_a_function_on_a_google_target_needs_a_staging_bucket(target: str) -> No
         backend.render(job, {"project": "p", "region": "us-central1"})
     assert [p.path for p in refused.value.problems] == [f"targets.{target}.staging_bucket"]
     request = backend.render(job, {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket/stage"})
-    assert any(call.url.startswith("https://storage.googleapis.com/upload/storage/v1/b/my-bucket/") for call in request.calls)
+    upload = "https://storage.googleapis.com/upload/storage/v1/b/my-bucket/"
+    assert any(call.url.startswith(upload) for call in request.calls)
