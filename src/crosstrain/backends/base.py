@@ -703,13 +703,16 @@ class Backend(ABC, Generic[S]):
 
         where = f"targets.{self.name}.patch"
         if self.patch_schema is None:
+            from crosstrain.backends import BUILTIN_BACKENDS, get_backend_class
+
+            patched = [name for name in BUILTIN_BACKENDS if get_backend_class(name).patch_schema]
             raise Unsupported(
                 self.name,
                 [
                     Problem(
                         where,
                         f"{self.name} has no platform request body to patch (its requests are crosstrain's own)",
-                        f"remove targets.{self.name}.patch; patches apply to vertex, aiplatform, azureml, databricks",
+                        f"remove targets.{self.name}.patch; patches apply to {', '.join(patched)}",
                     )
                 ],
             )

@@ -130,7 +130,9 @@ class BackendConformance:
 
     def test_identity_ignores_other_targets_settings(self) -> None:
         job = self.job()
-        other = {name: {"anything": "x"} for name in ("vertex", "aiplatform", "azureml", "databricks", "fake")}
+        from crosstrain.backends import entries
+
+        other = {name: {"anything": "x"} for name in entries()}
         for name in (self.target, *self.reads_targets):
             other.pop(name, None)
         elsewhere = job.model_copy(update={"targets": {**job.targets, **other}})
