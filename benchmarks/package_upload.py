@@ -91,7 +91,7 @@ def azure(folder: Path) -> dict[str, float]:
         azurite_command,
     )
 
-    from crosstrain.backends.azureml import AzureMLBackend
+    from crosstrain.backends.azureml.backend import AzureMLBackend
 
     program = azurite_command()
     if program is None:
@@ -163,7 +163,7 @@ def gcs(folder: Path) -> dict[str, float]:
     from google.cloud.aiplatform.utils import source_utils
     from tests.backends.vertex_server import VertexPlatform
 
-    from crosstrain.backends.vertex import VertexBackend
+    from crosstrain.backends.vertex.backend import VertexBackend
 
     with gcs_emulator() as url:
         anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]

@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 
 from crosstrain.backends import create_backend
-from crosstrain.backends.aiplatform import AIPlatformBackend
-from crosstrain.backends.azureml import STATE_MAP, AzureMLBackend
+from crosstrain.backends.aiplatform.backend import AIPlatformBackend
+from crosstrain.backends.azureml.backend import AzureMLBackend
+from crosstrain.backends.azureml.settings import STATE_MAP
 from crosstrain.backends.base import JobHandle, Request
-from crosstrain.backends.vertex import VertexBackend
+from crosstrain.backends.vertex.backend import VertexBackend
 from crosstrain.errors import NotConfigured, SpecError, TransientError
 from crosstrain.loader import job_from_dict
 from crosstrain.retry import RetryPolicy
@@ -487,7 +488,7 @@ def azure_request() -> Request:
 def test_control_the_azure_pipeline_sends_any_url_with_the_token(clean_env: dict[str, str], listener: Listener) -> None:
     """Without the check, the MLClient's pipeline asks for the ARM token and connects to whatever the URL says."""
     from crosstrain.adaptors import azure
-    from crosstrain.backends.azureml import _send
+    from crosstrain.backends.azureml.wire import _send
     from crosstrain.backends.base import HttpCall
     from crosstrain.errors import SubmitError
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from crosstrain.backends import BUILTIN_BACKENDS
 from crosstrain.errors import CrosstrainError, ExitCode, JobFailed, Problem, SpecError, UsageError, WaitTimeout
 from crosstrain.inputs import cut
 
@@ -68,8 +69,8 @@ def _local_args(p: argparse.ArgumentParser) -> None:
     local.add_argument(
         "--emulate",
         metavar="PLATFORM",
-        help="whose environment each node gets: torchrun (default), vertex, aiplatform, azureml, azureml-mpi, "
-        "databricks",
+        help="whose environment each node gets: torchrun (default), "
+        + ", ".join(name for entry in BUILTIN_BACKENDS.values() for name in entry.emulations),
     )
     local.add_argument("--nodes", type=int, metavar="N", help="run at most N of the job's nodes")
     local.add_argument("--nproc-per-node", type=int, metavar="M", help="processes per node (default: the job's)")

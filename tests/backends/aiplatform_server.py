@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.backends.aiplatform import AIPlatformBackend
+from crosstrain.backends.aiplatform.backend import AIPlatformBackend
 from crosstrain.backends.base import JobHandle
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving

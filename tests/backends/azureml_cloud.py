@@ -42,7 +42,8 @@ from azure.core.pipeline.transport import HttpTransport
 from azure.core.pipeline.transport._requests_basic import RequestsTransport
 from azure.core.rest._requests_basic import RestRequestsTransportResponse
 
-from crosstrain.backends.azureml import API_VERSION, AzureMLBackend
+from crosstrain.backends.azureml.backend import AzureMLBackend
+from crosstrain.backends.azureml.settings import API_VERSION
 from crosstrain.backends.base import Backend, JobHandle
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.loopback import Call, Dropped, LoopbackPlatform, LoopbackService, Reply, serving

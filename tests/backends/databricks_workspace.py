@@ -39,7 +39,7 @@ from typing import Any
 
 from crosstrain.adaptors.databricks import workspace_client
 from crosstrain.backends.base import Backend, JobHandle
-from crosstrain.backends.databricks import DatabricksBackend
+from crosstrain.backends.databricks.backend import DatabricksBackend
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 

@@ -24,7 +24,8 @@ from requests.adapters import HTTPAdapter
 
 from crosstrain.adaptors.google_rest import authorized_session
 from crosstrain.backends import create_backend
-from crosstrain.backends.aiplatform import STATE_MAP, AIPlatformBackend, job_id
+from crosstrain.backends.aiplatform.backend import AIPlatformBackend
+from crosstrain.backends.aiplatform.settings import STATE_MAP, job_id
 from crosstrain.backends.base import JobHandle, JobState, Request
 from crosstrain.errors import IdentityConflict, JobFailed, MissingDependency, SubmitError, TransientError, Unsupported
 from crosstrain.loader import job_from_dict, load_job

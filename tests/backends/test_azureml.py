@@ -32,19 +32,16 @@ from azure.core.rest import HttpRequest
 
 from crosstrain import launch
 from crosstrain.backends import create_backend
-from crosstrain.backends.azureml import (
+from crosstrain.backends.azureml.backend import AzureMLBackend
+from crosstrain.backends.azureml.settings import (
     AML_IGNORE_FILES,
     API_VERSION,
     BLOB_CONTAINER,
     FINGERPRINT_PROPERTY,
     SAS_CONTAINER,
     STATE_MAP,
-    AzureMLBackend,
-    anonymous_environment_version,
-    code_content_hash,
-    iso_duration,
-    seconds_of,
 )
+from crosstrain.backends.azureml.wire import anonymous_environment_version, code_content_hash, iso_duration, seconds_of
 from crosstrain.backends.base import JobHandle, JobState, Request
 from crosstrain.errors import (
     IdentityConflict,
@@ -945,7 +942,7 @@ def code_job(folder: Path, **changes: Any) -> TrainingJob:
 
 def test_code_renders_the_sdks_code_asset_calls_and_runs_from_the_snapshot(tmp_path: Path) -> None:
     from crosstrain import packaging
-    from crosstrain.backends.azureml import code_asset_name
+    from crosstrain.backends.azureml.wire import code_asset_name
 
     folder = code_folder(tmp_path)
     request = render(code_job(folder))
@@ -1105,7 +1102,7 @@ def test_the_code_calls_are_the_sdks(azurite_url: str, tmp_path: Path, monkeypat
     basename (staged here under the asset's name, so the blob names agree), and the container URLs come from
     startPendingUpload's answer (placeholders in the render)."""
     from crosstrain import packaging
-    from crosstrain.backends.azureml import code_asset_name
+    from crosstrain.backends.azureml.wire import code_asset_name
 
     folder = code_folder(tmp_path)
     request = render(code_job(folder))

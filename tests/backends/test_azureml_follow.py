@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from azure.core.exceptions import ServiceResponseError
 
-from crosstrain.backends.azureml import AzureMLBackend
+from crosstrain.backends.azureml.backend import AzureMLBackend
 from crosstrain.backends.base import JobHandle, JobState
 from crosstrain.loader import job_from_dict
 from crosstrain.retry import RetryPolicy
@@ -209,7 +209,7 @@ def test_a_failed_job_without_logs_still_says_failed_and_where_to_look() -> None
     ],
 )
 def test_a_line_names_the_rank_its_file_names(name: str, prefix: str) -> None:
-    from crosstrain.backends.azureml import _LOG_FILE, _log_prefix
+    from crosstrain.backends.azureml.logs import _LOG_FILE, _log_prefix
 
     assert _LOG_FILE.search(name)
     assert _log_prefix(name) == prefix

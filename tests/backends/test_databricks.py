@@ -27,7 +27,7 @@ import pytest
 from crosstrain import packaging
 from crosstrain.backends import create_backend
 from crosstrain.backends.base import Backend, JobState, Request
-from crosstrain.backends.databricks import runtime_bundle
+from crosstrain.backends.databricks.wire import runtime_bundle
 from crosstrain.backends.local import inherited_environment
 from crosstrain.databricks_task import DistributorCall
 from crosstrain.errors import IdentityConflict, JobFailed, SpecError, SubmitError, TransientError, Unsupported
@@ -709,12 +709,12 @@ def test_an_environment_databricks_lacks_is_refused() -> None:
 
 
 def test_upgrading_crosstrain_names_no_new_run_of_a_job_without_code(monkeypatch: pytest.MonkeyPatch) -> None:
-    from crosstrain.backends import databricks
+    from crosstrain.backends.databricks import wire
 
     before = render(BASE_JOB)
-    original = databricks.runtime_bundle()
+    original = wire.runtime_bundle()
     moved = dataclasses.replace(original, digest="f" * 64)
-    monkeypatch.setattr(databricks, "runtime_bundle", lambda: moved)
+    monkeypatch.setattr(wire, "runtime_bundle", lambda: moved)
     after = render(BASE_JOB)
     assert json.dumps(after.to_dict()) != json.dumps(before.to_dict())
     assert (after.identity, after.fingerprint) == (before.identity, before.fingerprint)

@@ -26,9 +26,9 @@ import yaml
 
 from crosstrain.backends import create_backend
 from crosstrain.backends._google import FUSE_BOOTSTRAP, fuse_bootstrap_args
-from crosstrain.backends.aiplatform import AIPlatformBackend
+from crosstrain.backends.aiplatform.backend import AIPlatformBackend
 from crosstrain.backends.base import Request
-from crosstrain.backends.vertex import VertexBackend
+from crosstrain.backends.vertex.backend import VertexBackend
 from crosstrain.errors import SpecError, Unsupported
 from crosstrain.loader import load_job
 from crosstrain.packaging import ARCHIVE_NAME

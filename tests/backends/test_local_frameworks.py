@@ -67,16 +67,25 @@ def cells() -> list[pytest.param]:  # type: ignore[valid-type]
     ]
 
 
+#: PyTorch's exit race, in a rank that has done all its work: gloo's worker thread frees the last collective's
+#: work (its thread-local snapshot holds a Python object) after the main thread has begun interpreter
+#: finalization, so taking the GIL ends the thread with `pthread_exit` inside a noexcept destructor, and the rank
+#: aborts (SIGABRT). A core shows `ProcessGroupGloo::runLoop` -> `~AsyncBarrierWork` -> `SafePyObject` decref ->
+#: `take_gil` -> `PyThread_exit_thread`. These scripts are the frameworks' own, unchanged, so the race is theirs
+#: and torch's; crosstrain's runtime closes it for its users (`runtime.dist` destroys the group before
+#: finalization). On a loaded 2-core machine it strikes about one run in thirty.
+EXIT_RACE = "terminate called without an active exception"
+
+
 def run(job: Path, emulate: str, *settings: str) -> subprocess.CompletedProcess[str]:
+    """The CLI's run, once more if a rank that had printed its digest hit PyTorch's exit race (`EXIT_RACE`)."""
     env = {**inherited_environment(os.environ), "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run(
-        [sys.executable, "-m", "crosstrain.cli", "run", str(job), "--local", "--emulate", emulate, *settings],
-        capture_output=True,
-        text=True,
-        timeout=600,  # a local SparkSession starts slowly on a loaded machine
-        cwd=ROOT,
-        env=env,
-    )
+    argv = [sys.executable, "-m", "crosstrain.cli", "run", str(job), "--local", "--emulate", emulate, *settings]
+    # A local SparkSession starts slowly on a loaded machine.
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    if done.returncode != 0 and EXIT_RACE in done.stderr and len(set(DIGEST.findall(done.stderr))) == 4:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    return done
 
 
 @pytest.mark.parametrize(("framework", "emulate"), cells())

@@ -28,7 +28,9 @@ from crosstrain.adaptors import gapic
 from crosstrain.backends import create_backend
 from crosstrain.backends._google import FINGERPRINT_LABEL, IDENTITY_LABEL
 from crosstrain.backends.base import JobHandle, JobState, Request, launcher_command
-from crosstrain.backends.vertex import VertexBackend, egress_gbps, reduction_server_image
+from crosstrain.backends.vertex.backend import VertexBackend
+from crosstrain.backends.vertex.plan import reduction_server_image
+from crosstrain.backends.vertex.settings import egress_gbps
 from crosstrain.errors import IdentityConflict, JobFailed, SpecError, SubmitError, TransientError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.retry import RetryPolicy

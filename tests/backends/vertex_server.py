@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from crosstrain.adaptors import gapic
 from crosstrain.backends._google import IDENTITY_LABEL
-from crosstrain.backends.vertex import VertexBackend
+from crosstrain.backends.vertex.backend import VertexBackend
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 

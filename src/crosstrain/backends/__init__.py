@@ -27,6 +27,7 @@ class BackendEntry:
     target: str  # "package.module:Class"
     summary: str
     extra: str | None = None  # pip extra that submit needs
+    emulations: tuple[str, ...] = ()  # the `--emulate` names of its `Backend.emulation`, listed without importing it
 
     @property
     def install_hint(self) -> str:
@@ -52,14 +53,24 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
             "crosstrain.backends.aiplatform:AIPlatformBackend",
             "legacy AI Platform Training (shut down 2025-01-31)",
             "aiplatform",
+            ("aiplatform",),
         ),
-        BackendEntry("azureml", "crosstrain.backends.azureml:AzureMLBackend", "Azure ML command jobs", "azureml"),
-        BackendEntry("vertex", "crosstrain.backends.vertex:VertexBackend", "Vertex AI custom training", "vertex"),
+        BackendEntry(
+            "azureml",
+            "crosstrain.backends.azureml:AzureMLBackend",
+            "Azure ML command jobs",
+            "azureml",
+            ("azureml", "azureml-mpi"),
+        ),
+        BackendEntry(
+            "vertex", "crosstrain.backends.vertex:VertexBackend", "Vertex AI custom training", "vertex", ("vertex",)
+        ),
         BackendEntry(
             "databricks",
             "crosstrain.backends.databricks:DatabricksBackend",
             "Databricks one-time runs that call TorchDistributor on a GPU cluster",
             "databricks",
+            ("databricks",),
         ),
     )
 }

@@ -39,6 +39,7 @@ from crosstrain.errors import (
 from crosstrain.settings import TargetSettings, configured_settings, redact, resolve_settings, url_credentials
 
 if TYPE_CHECKING:
+    from crosstrain.backends.emulation import Emulation
     from crosstrain.packaging import CodeRef
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
@@ -527,6 +528,9 @@ class Backend(ABC, Generic[S]):
 
     #: The schema (`crosstrain/schemas/<name>.json`) a `targets.<name>.patch` is checked against; None: no patch.
     patch_schema: ClassVar[str | None] = None
+    #: How `crosstrain run --local --emulate NAME` runs this platform's nodes here (its registry entry lists the
+    #: names); None: not emulated.
+    emulation: ClassVar[Emulation | None] = None
     #: The fields of the create call's body that crosstrain owns (path -> why), which a patch may not change.
     #: "*" in a path stands for every element of the rendered list.
     owned_fields: ClassVar[Mapping[tuple[str | int, ...], str]] = {}

@@ -20,19 +20,17 @@ import contextlib
 import dataclasses
 import importlib.util
 import os
-import shlex
-import shutil
 import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from crosstrain import catalog, data, packaging
-from crosstrain.backends._google import fuse_bootstrap_args
+from crosstrain.backends import BUILTIN_BACKENDS, get_backend_class
 from crosstrain.backends.base import (
     Backend,
     Capabilities,
@@ -45,29 +43,27 @@ from crosstrain.backends.base import (
     Request,
     bundle_command,
 )
+from crosstrain.backends.emulation import LOOPBACK, PATH, PORT, RUN_DIR, STAGE_DIR, Emulation, Node, ranks
 from crosstrain.errors import MissingDependency, Problem, SpecError, Unsupported
 from crosstrain.launch import torchrun_options, with_node_arguments
 from crosstrain.packaging import ARCHIVE_NAME, PACKAGE, VERSION, CodeRef
-from crosstrain.runtime.platforms import (
-    AIPlatformTraining,
-    AzureMLMPI,
-    AzureMLPyTorch,
-    Topology,
-    VertexAI,
-    azureml,
-    vertex,
-)
 from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings
 from crosstrain.spec import Launch, Machine, SecretRef, TrainingJob
 
-Emulation = Literal["torchrun", "vertex", "aiplatform", "azureml", "azureml-mpi", "databricks"]
-EMULATIONS: tuple[str, ...] = Emulation.__args__  # type: ignore[attr-defined]
-LOOPBACK = "127.0.0.1"
-# Filled in when the run starts: a free TCP port, the run's scratch folder, and the caller's PATH.
-PORT, RUN_DIR, PATH = "${MASTER_PORT}", "${RUN_DIR}", "${PATH}"
-# Where a job's code bundle is unpacked for the run (a folder of its own, made when the run starts).
-STAGE_DIR = "${STAGE_DIR}"
+#: Plain torchrun on every node: the emulation no platform declares.
+TORCHRUN = "torchrun"
+#: Each `--emulate` name a platform declares -> that platform's target (`BackendEntry.emulations`).
+EMULATED: dict[str, str] = {name: entry.name for entry in BUILTIN_BACKENDS.values() for name in entry.emulations}
+#: Every `--emulate` name: torchrun, then each built-in platform's.
+EMULATIONS: tuple[str, ...] = (TORCHRUN, *EMULATED)
+
+
+def _emulation(target: str) -> Emulation | None:
+    """The emulation a platform declares (its backend's `emulation`); None for plain torchrun."""
+    return get_backend_class(target).emulation if target else None
+
+
 # The variables a platform or launcher sets; inherited ones would make every process believe it is some rank.
 _CLUSTER_NAMES = frozenset(
     {
@@ -100,24 +96,9 @@ _CLUSTER_PREFIXES = (
     "PET_",
     "TORCHELASTIC_",
 )
-# What a node is rendered as where the platform needs a machine: the local processes per node, not its GPUs,
-# decide how many processes the platform starts.
-_CPU_MACHINES = {"vertex": "n1-standard-8", "aiplatform": "n1-standard-8"}
 PLACEHOLDER_IMAGE = "local-emulation/no-image:latest"
 #: The most nodes one machine runs: every node is a process here, and some platforms' variables list every node.
 MAX_NODES = 64
-# Placeholder account settings for rendering a cloud target's request when the job file names none.
-_PLACEHOLDER_ACCOUNTS: dict[str, dict[str, str]] = {
-    "vertex": {"project": "local-emulation", "region": "us-central1", "staging_bucket": "gs://local-emulation"},
-    "aiplatform": {"project": "local-emulation", "region": "us-central1", "staging_bucket": "gs://local-emulation"},
-    "azureml": {
-        "subscription_id": "00000000-0000-0000-0000-000000000000",
-        "resource_group": "local-emulation",
-        "workspace": "local-emulation",
-        "compute": "local-emulation",
-    },
-    "databricks": {"host": "https://local-emulation.cloud.databricks.com"},
-}
 
 
 def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -126,12 +107,20 @@ def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 class LocalSettings(TargetSettings):
-    emulate: Emulation = Field(
-        "torchrun",
-        description="Whose environment each node gets: torchrun (plain torchrun per node), vertex, aiplatform, "
-        "azureml (its PyTorch distribution, or whatever the job's framework renders), azureml-mpi, or databricks "
-        "(TorchDistributor on a local SparkSession; needs the `spark` extra and Java).",
+    emulate: str = Field(
+        TORCHRUN,
+        description="Whose environment each node gets: torchrun (plain torchrun per node), or a platform's, where "
+        f"its command runs as that platform starts it: {', '.join(EMULATED)}.",
+        json_schema_extra={"enum": list(EMULATIONS)},
     )
+
+    @field_validator("emulate")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in EMULATIONS:
+            raise ValueError(f"is not an emulation; choose one of {', '.join(EMULATIONS)}")
+        return value
+
     nodes: int | None = Field(
         None, ge=1, le=MAX_NODES, description="Run at most this many nodes. Default: all of the job's."
     )
@@ -154,28 +143,6 @@ class LocalSettings(TargetSettings):
     grace_seconds: float = Field(
         10.0, ge=0, allow_inf_nan=False, description="How long stopped processes get before they are killed."
     )
-
-
-@dataclasses.dataclass
-class _Node:
-    """One process of the plan, as rendered."""
-
-    name: str
-    node: int
-    ranks: list[int]
-    argv: list[str]
-    env: dict[str, str]
-    agent: bool = False  # a torchrun agent that starts the ranks (their exit codes come from its events)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "node": self.node,
-            "ranks": self.ranks,
-            "agent": "torchrun" if self.agent else None,
-            "argv": self.argv,
-            "env": self.env,
-        }
 
 
 class LocalBackend(Backend[LocalSettings]):
@@ -203,13 +170,15 @@ class LocalBackend(Backend[LocalSettings]):
 
     def platform_refusals(self, job: TrainingJob, settings: LocalSettings) -> list[Problem]:
         problems: dict[str, Problem] = {}
-        if settings.emulate == "torchrun":  # an emulated platform refuses a scale tier itself, but aiplatform
+        emulation = _emulation(EMULATED.get(settings.emulate, ""))
+        if emulation is None:  # an emulated platform refuses a scale tier itself, but aiplatform
             problems.update((p.path, p) for p in catalog.scale_tier_problems(job.pools(), self.name))
-        if job.reduction_server and settings.emulate != "vertex":
+        if job.reduction_server and not (emulation and emulation.reduction_server):
             problems["reduction_server"] = Problem(
                 "reduction_server",
                 "local has no reduction server (a Vertex AI feature)",
-                "remove `reduction_server`, or run with --emulate vertex (which leaves the reducers out)",
+                f"remove `reduction_server`, or run with --emulate {' or '.join(_with_reducers())} (which leaves the "
+                "reducers out)",
             )
         if settings.nodes is None and job.nodes > MAX_NODES:
             problems["workers.replicas"] = Problem(
@@ -286,13 +255,15 @@ class LocalBackend(Backend[LocalSettings]):
         nodes = min(job.nodes, settings.nodes or job.nodes)
         primary_gpus = job.primary.machine.gpus if job.primary.machine else 0
         nproc = settings.nproc_per_node or job.processes_per_node(primary_gpus)
-        shaped = _shaped(job, nodes, nproc if settings.emulate != "databricks" else None)
+        emulation = _emulation(EMULATED.get(settings.emulate, ""))
+        sets_nproc = emulation is None or emulation.sets_processes_per_node
+        shaped = _shaped(job, nodes, nproc if sets_nproc else None)
         notes: list[str] = []
         if shaped.reduction_server:  # emulating vertex: the reducers only speed up NCCL between GPU nodes
             shaped = shaped.model_copy(update={"reduction_server": None})
             notes.append("the reduction server is not emulated: the nodes all-reduce directly, with the same result")
         emulated: Request | None = None
-        if settings.emulate == "torchrun":
+        if emulation is None:
             plan = _torchrun_nodes(shaped, nproc)
             if bundle is not None:
                 for node in plan:
@@ -301,14 +272,14 @@ class LocalBackend(Backend[LocalSettings]):
             # The emulated job is named by this run's id, so the probe render's placeholder reaches it too.
             run_id = ids.identity.rsplit("-", 1)[-1]
             emulated, rendered_job = self._render_emulated(
-                shaped.model_copy(update={"run_id": run_id}), settings.emulate, job.launch
+                shaped.model_copy(update={"run_id": run_id}), settings.emulate, emulation, job.launch
             )
             notes += [f"{emulated.target}: {note}" for note in emulated.notes]
             if emulated.code is not None:  # exactly what the target uploads (its ignore files: .amlignore...)
                 bundle = packaging.check_unchanged(emulated.code)
-            plan = _EMULATORS[settings.emulate](emulated, rendered_job, nproc)
+            plan = emulation.nodes(emulated, rendered_job, nproc)
         gpus_wanted = max((p.machine.gpus if p.machine else 0) for p in job.pools())
-        notes += _assign_gpus(plan, nproc, gpus_wanted, settings.emulate, self.environ)
+        notes += _assign_gpus(plan, nproc, gpus_wanted, emulation is None or emulation.gpus, self.environ)
         if bundle is not None:
             notes += _run_staged(plan)
         _add_local_variables(plan, nodes * nproc, python)
@@ -375,27 +346,29 @@ class LocalBackend(Backend[LocalSettings]):
             code=bundle.ref if bundle else None,
         )
 
-    def _render_emulated(self, job: TrainingJob, emulate: str, launch: Launch) -> tuple[Request, TrainingJob]:
+    def _render_emulated(
+        self, job: TrainingJob, name: str, emulation: Emulation, launch: Launch
+    ) -> tuple[Request, TrainingJob]:
         """The emulated target's own request for `job`, and the job exactly as that target rendered it. The job's
         own `launch` (before this machine's processes per node) is what the platform's refusals judge."""
-        target = "azureml" if emulate == "azureml-mpi" else emulate
-        mpi = {"framework": "mpi"} if emulate == "azureml-mpi" else {}
-        if mpi:
-            job = job.model_copy(update={"launch": job.launch.model_copy(update=mpi)})
+        target = EMULATED[name]
+        variant = dict(emulation.variants[name])
+        if variant:
+            job = job.model_copy(update={"launch": job.launch.model_copy(update=variant)})
         # No image is pulled here, but the platform wants one named (unless the job asks for its runtime).
         if not job.image and not job.primary.image and job.environment is None:
             job = job.model_copy(update={"image": PLACEHOLDER_IMAGE})
-        section = {**_PLACEHOLDER_ACCOUNTS[target], **job.targets.get(target, {})}
+        section = {**emulation.placeholder_settings, **job.targets.get(target, {})}
         job = job.model_copy(update={"targets": {**job.targets, target: section}})
-        if emulate != "databricks":
+        if emulation.sets_processes_per_node:
             # The platform refuses what it would refuse, machines and its catalog included; then the machines
             # are not emulated: the processes per node (set on the job) say what the platform starts.
-            machine = Machine(type=_CPU_MACHINES[target]) if target in _CPU_MACHINES else None
+            machine = Machine(type=emulation.cpu_machine) if emulation.cpu_machine else None
             named = {  # a pool that names no machine runs on this machine's CPUs: a CPU machine stands in
                 pool: getattr(job, pool).model_copy(update={"machine": getattr(job, pool).machine or machine})
                 for pool in ("primary", "workers")
             }
-            self._emulated_render(target, job.model_copy(update={**named, "launch": launch.model_copy(update=mpi)}))
+            self._emulated_render(target, job.model_copy(update={**named, "launch": launch.model_copy(update=variant)}))
             job = job.model_copy(
                 update={
                     pool: getattr(job, pool).model_copy(update={"machine": machine}) for pool in ("primary", "workers")
@@ -421,8 +394,9 @@ class LocalBackend(Backend[LocalSettings]):
         body = request.create.body
         if importlib.util.find_spec("torch") is None:
             raise MissingDependency("running a job here needs PyTorch: pip install 'crosstrain[runtime]'")
-        if body["emulate"] == "databricks":
-            _check_spark()
+        emulation = _emulation(EMULATED.get(body["emulate"], ""))
+        if emulation is not None and emulation.requirements is not None:
+            emulation.requirements()
         processes = [
             Process(p["name"], p["node"], list(p["ranks"]), p["argv"], p["env"], bool(p["agent"]))
             for p in body["processes"]
@@ -497,6 +471,10 @@ class LocalBackend(Backend[LocalSettings]):
                 yield line.rstrip("\n")
 
 
+def _with_reducers() -> list[str]:
+    return [name for name, target in EMULATED.items() if _emulation(target).reduction_server]  # type: ignore[union-attr]
+
+
 def _header(request: Request) -> str:
     body = request.create.body
     how = "plain torchrun" if body["emulate"] == "torchrun" else f"the {body['emulate']} environment"
@@ -537,14 +515,14 @@ def _command(job: TrainingJob, role_index: int) -> list[str]:
     return [*pool.command, *pool.args]
 
 
-def _torchrun_nodes(job: TrainingJob, nproc: int) -> list[_Node]:
+def _torchrun_nodes(job: TrainingJob, nproc: int) -> list[Node]:
     nodes = []
     for node in range(job.nodes):
         pool = 0 if node == 0 else 1
         command = _command(job, pool)
         if torchrun_options(command) is not None:  # the command's own torchrun is the node's
             argv = with_node_arguments(command, job.nodes, node, LOOPBACK, PORT)
-            nodes.append(_Node(f"node{node}", node, _ranks(node, nproc), argv, dict(job.pools()[pool].env), agent=True))
+            nodes.append(Node(f"node{node}", node, ranks(node, nproc), argv, dict(job.pools()[pool].env), agent=True))
             continue
         argv = [
             "python",
@@ -559,154 +537,8 @@ def _torchrun_nodes(job: TrainingJob, nproc: int) -> list[_Node]:
             "--no_python",
             *command,
         ]
-        nodes.append(_Node(f"node{node}", node, _ranks(node, nproc), argv, dict(job.pools()[pool].env), agent=True))
+        nodes.append(Node(f"node{node}", node, ranks(node, nproc), argv, dict(job.pools()[pool].env), agent=True))
     return nodes
-
-
-def _ranks(node: int, nproc: int) -> list[int]:
-    return list(range(node * nproc, (node + 1) * nproc))
-
-
-def _runs_torchrun(argv: list[str]) -> bool:
-    """True when the node's command starts its ranks through torchrun (crosstrain's launcher does); Azure ML's
-    command is one shell string."""
-    line = " ".join(argv)
-    return "crosstrain.launch" in line or "torch.distributed.run" in line
-
-
-def _vertex_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
-    body, nodes = request.create.body, job.nodes
-    specs = body["jobSpec"]["workerPoolSpecs"]
-    output = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
-    platform = VertexAI.emulate(_topology(nodes, 1, request.identity))
-    plan = []
-    for node in range(nodes):
-        spec = specs[0 if node == 0 else 1]
-        if "pythonPackageSpec" in spec:  # the package pip-installed on a pre-built container: here, unpacked
-            container = spec["pythonPackageSpec"]
-            argv = ["python", "-m", container["pythonModule"], *container.get("args", [])]
-        else:
-            container = spec["containerSpec"]
-            argv = [*container.get("command", []), *container.get("args", [])]
-            fused = fuse_bootstrap_args(argv)
-            if fused is not None:  # the archive read through the FUSE mount: here, the one unpacked for the run
-                argv = ["python", "-m", PACKAGE, *fused]
-        env = {item["name"]: item["value"] for item in container.get("env", [])}
-        env.update(platform[node])
-        if output:
-            env.update(vertex.output_variables(output))
-        plan.append(_node_process(node, nproc, argv, env))
-    return plan
-
-
-def _topology(nodes: int, per_node: int, job_id: str) -> Topology:
-    """The emulated platform's nodes, all on loopback, meeting at the run's free port: set even on one node, where
-    a platform would leave a fixed default (29500) that runs side by side on this machine would share."""
-    return Topology(nodes, per_node, LOOPBACK, PORT, job_id, always_rendezvous=True)
-
-
-def _node_process(node: int, nproc: int, argv: list[str], env: dict[str, str]) -> _Node:
-    """A node's one process: a torchrun agent when it runs the launcher, else the only rank of its node."""
-    if not argv:
-        raise SpecError(
-            [Problem("command", "the image's own entrypoint cannot run here", "set `command`, e.g. python train.py")]
-        )
-    agent = _runs_torchrun(argv)
-    ranks = _ranks(node, nproc) if agent else [node]
-    return _Node(f"node{node}", node, ranks, argv, env, agent=agent)
-
-
-def _aiplatform_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
-    body, nodes = request.create.body, job.nodes
-    training = body["trainingInput"]
-    platform = AIPlatformTraining.emulate(_topology(nodes, 1, body["jobId"]))
-    plan = []
-    for node in range(nodes):
-        config = training["masterConfig"] if node == 0 else training.get("workerConfig", training["masterConfig"])
-        if training.get("packageUris"):  # the package pip-installed on the nodes: here, the bundle unpacked
-            argv = ["python", "-m", training["pythonModule"], *training.get("args", [])]
-        else:
-            argv = [*config.get("containerCommand", []), *config.get("containerArgs", [])]
-        plan.append(_node_process(node, nproc, argv, platform[node]))
-    return plan
-
-
-def _azureml_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
-    props, nodes = request.create.body["properties"], job.nodes
-    distribution = props.get("distribution") or {}
-    kind = distribution.get("distributionType")
-    if kind == "TensorFlow":
-        raise Unsupported(
-            "local",
-            [Problem("launch.framework", "local runs start PyTorch and MPI jobs, not TensorFlow", "use pytorch")],
-        )
-    per_node = int(distribution.get("processCountPerInstance", 1))
-    argv = ["/bin/sh", "-c", props["command"]]
-    if props.get("codeId"):  # `python -m crosstrain_code ... -- CMD`, run from the stage root as from the snapshot
-        words = shlex.split(props["command"])
-        if words[:3] == ["python", "-m", PACKAGE]:
-            argv = words
-    job_env = props.get("environmentVariables") or {}
-    topology = _topology(nodes, per_node, request.identity)
-    if kind == "Mpi":
-        platform = AzureMLMPI.emulate(topology)
-    elif kind == "PyTorch":
-        platform = AzureMLPyTorch.emulate(topology)
-    else:  # no distribution: Azure starts the command on each node with nothing but the run's identity
-        platform = [azureml.job_variables(request.identity)] * (nodes * per_node)
-    plan = []
-    for (rank, node, _), variables in zip(topology.ranks(), platform, strict=True):
-        env = {**job_env, **variables}
-        name = f"node{node}" if per_node == 1 else f"node{node} rank{rank}"
-        process = _node_process(node, nproc, argv, env) if per_node == 1 else None
-        plan.append(process or _Node(name, node, [rank], argv, env))
-    return plan
-
-
-def _databricks_nodes(request: Request, job: TrainingJob, nproc: int) -> list[_Node]:
-    """The driver of the rendered run: with `code:`, the uploaded launcher (the staged bundle's
-    `databricks_task.py`, the same bytes) started from the stage with `--code` naming the staged archive, as
-    the cluster starts it; its Spark workers run `python` (the local target's), with no crosstrain installed
-    unless that Python has it. Without `code:`, `python -m crosstrain.databricks_task` on the local file."""
-    from crosstrain.databricks_task import DistributorCall
-
-    task = request.create.body["tasks"][0]
-    call = DistributorCall.parse(task["spark_python_task"]["parameters"])
-    target = call.target
-    if request.code is None and any(
-        c.url.endswith("/workspace/import") and isinstance(c.body["content"], str) for c in request.calls
-    ):  # a lone file it uploaded: run it from here
-        token = next(t for t in job.pools()[0].command or [] if t.endswith(".py"))
-        target = str(job.base_dir / token)
-    processes = nproc if call.local_mode else job.nodes * nproc
-    # No GPUs in a local SparkSession: TorchDistributor runs the ranks on the CPU (gloo).
-    call = dataclasses.replace(call, num_processes=processes, use_gpu=False, target=target, code="")
-    env = {
-        k: v
-        for k, v in (task["new_cluster"].get("spark_env_vars") or {}).items()
-        if not k.endswith("_SOCKET_IFNAME")  # the cloud's interface name; every node is on loopback here
-    }
-    slots = 1 if call.local_mode else processes
-    spark_conf = "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false"
-    env["PYSPARK_SUBMIT_ARGS"] = f"--master local[{slots}] {spark_conf} pyspark-shell"
-    env["SPARK_LOCAL_IP"] = LOOPBACK
-    env["PYSPARK_PYTHON"] = "python"  # the local target's `python`: first on PATH (_add_local_variables)
-    if request.code is not None:  # the working folder is the unpacked sdist; the archive lies beside it
-        env["CROSSTRAIN_UNPACK_DIR"] = f"{RUN_DIR}/unpacked"
-        code = dataclasses.replace(call, code=f"../{ARCHIVE_NAME}")
-        argv = ["python", f"{PACKAGE}/crosstrain/databricks_task.py", *code.parameters()]
-    else:
-        argv = ["python", "-m", "crosstrain.databricks_task", *call.parameters()]
-    return [_Node("driver", 0, list(range(processes)), argv, env)]
-
-
-_EMULATORS = {
-    "vertex": _vertex_nodes,
-    "aiplatform": _aiplatform_nodes,
-    "azureml": _azureml_nodes,
-    "azureml-mpi": _azureml_nodes,
-    "databricks": _databricks_nodes,
-}
 
 
 def _visible_gpus(environ: Mapping[str, str]) -> list[str]:
@@ -717,13 +549,13 @@ def _visible_gpus(environ: Mapping[str, str]) -> list[str]:
     return [str(i) for i in range(len(list(driver.iterdir())))] if driver.is_dir() else []
 
 
-def _assign_gpus(plan: list[_Node], nproc: int, wanted: int, emulate: str, environ: Mapping[str, str]) -> list[str]:
+def _assign_gpus(plan: list[Node], nproc: int, wanted: int, per_node: bool, environ: Mapping[str, str]) -> list[str]:
     """Each node its own GPUs when there are enough for every rank; else every rank on the CPU, and say so."""
     if not wanted:
         return []
     gpus = _visible_gpus(environ)
     nodes = max(p.node for p in plan) + 1
-    if gpus and len(gpus) >= nodes * nproc and emulate != "databricks":
+    if gpus and len(gpus) >= nodes * nproc and per_node:
         for process in plan:
             process.env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[process.node * nproc : (process.node + 1) * nproc])
         return [f"each node gets {nproc} of this machine's {len(gpus)} GPUs"]
@@ -746,7 +578,7 @@ def _stage(code: CodeRef, folder: Path) -> str:
     return str(folder)
 
 
-def _run_staged(plan: list[_Node]) -> list[str]:
+def _run_staged(plan: list[Node]) -> list[str]:
     """Bootstraps never install requirements here (the caller's environment is not the node's)."""
     dropped = False
     for node in plan:
@@ -756,7 +588,7 @@ def _run_staged(plan: list[_Node]) -> list[str]:
     return ["the nodes would pip-install the requirements first; here they are not installed"] if dropped else []
 
 
-def _add_local_variables(plan: list[_Node], processes: int, python: str) -> None:
+def _add_local_variables(plan: list[Node], processes: int, python: str) -> None:
     """What a machine shared by every node needs: `python` first on PATH, live output, a fair share of cores,
     and, for torchrun agents, rank-prefixed output and per-rank exit codes (torchrun's own `PET_*` switches)."""
     threads = str(max(1, (os.cpu_count() or 1) // processes))
@@ -775,10 +607,3 @@ def _add_local_variables(plan: list[_Node], processes: int, python: str) -> None
                 }
             )
         process.env = {**process.env, **extra}
-
-
-def _check_spark() -> None:
-    if importlib.util.find_spec("pyspark") is None:
-        raise MissingDependency("emulating Databricks needs a local Spark: pip install 'crosstrain[spark]'")
-    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
-        raise MissingDependency("emulating Databricks starts a local SparkSession, which needs Java 17 (or JAVA_HOME)")

@@ -1,0 +1,726 @@
+"""The Azure ML backend: render from the plan, send through the MLClient's ARM pipeline, follow the job."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shlex
+import threading
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from crosstrain import data, packaging, secrets
+from crosstrain.adaptors import azure
+from crosstrain.backends.azureml.cli_yaml import _CLI_FIELDS, cli_yaml
+from crosstrain.backends.azureml.emulate import EMULATION
+from crosstrain.backends.azureml.logs import (
+    _ERROR_LINE,
+    WORKSPACE_KEYS,
+    _log_prefix,
+    _log_who,
+    _LogReader,
+)
+from crosstrain.backends.azureml.plan import _distribution, _identity, _plan
+from crosstrain.backends.azureml.settings import (
+    _JOB_TIERS,
+    _PRIORITY,
+    _SEGMENT,
+    AML_IGNORE_FILES,
+    API_VERSION,
+    ARM,
+    BLOB_CONTAINER,
+    ENVIRONMENT_API_VERSION,
+    FINGERPRINT_PROPERTY,
+    SAS_CONTAINER,
+    STATE_MAP,
+    AzureMLSettings,
+)
+from crosstrain.backends.azureml.wire import (
+    _AZURE_DATA_TYPES,
+    _code_calls,
+    _CodeCalls,
+    _data_bindings,
+    _is_blob_upload,
+    _job_url,
+    _send,
+    code_asset_name,
+    code_content_hash,
+    fingerprint_of_job,
+    iso_duration,
+    studio_url,
+    workspace_path,
+)
+from crosstrain.backends.base import (
+    FINGERPRINT_WHY,
+    NODES_WHY,
+    Backend,
+    Capabilities,
+    HttpCall,
+    Ids,
+    JobHandle,
+    JobState,
+    JobStatus,
+    JobSummary,
+    Request,
+    bundle_command,
+    launcher_command,
+    origin_of,
+    shown,
+)
+from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
+from crosstrain.failures import last_lines, summary
+from crosstrain.settings import env_vars, resolve_settings
+from crosstrain.uploads import UploadRefused
+
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
+    from azure.core.pipeline.transport import HttpTransport
+
+    from crosstrain.retry import RetryPolicy
+    from crosstrain.spec import TrainingJob
+
+
+class AzureMLBackend(Backend[AzureMLSettings]):
+    """Azure ML command jobs. Example: `crosstrain submit job.yaml -t azureml --set workspace=my-ws`."""
+
+    emulation = EMULATION
+    name = "azureml"
+    title = "Azure Machine Learning"
+    extra = "azureml"
+    settings_model = AzureMLSettings
+    formats = ("json", "az-yaml")
+    handle_ref = {
+        "subscription_id": str,
+        "resource_group": str,
+        "workspace": str,
+    }  # what status and cancel read
+    capabilities = Capabilities(
+        spot=True,
+        logs=True,
+        dedupes_create=True,  # the job name is chosen at render time and the PUT is create-or-update
+        frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
+        secret_stores=frozenset({"azure"}),  # Key Vault, read at start by crosstrain's runtime
+        code=True,  # a code asset, as `command(code=DIR)` makes it
+        requirements=True,  # with code: pip-installed by the bundle's bootstrap when each node starts
+        environments=True,  # curated environments (RUNTIMES), or targets.azureml.environment
+    )
+    patch_schema = "azureml"
+    owned_fields = {
+        ("properties", "properties", FINGERPRINT_PROPERTY): FINGERPRINT_WHY,
+        ("properties", "resources", "instanceCount"): NODES_WHY,
+        (
+            "properties",
+            "distribution",
+        ): "the processes Azure starts on each node, which the ranks are planned for "
+        "(set launch or targets.azureml.distributed_job_config)",
+    }
+
+    def __init__(
+        self,
+        *,
+        transport: HttpTransport[Any, Any] | None = None,
+        credential: TokenCredential | None = None,
+        retry: RetryPolicy | None = None,
+        environ: Mapping[str, str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        storage_transport: HttpTransport[Any, Any] | None = None,
+        log_interval: float = 5.0,
+    ) -> None:
+        super().__init__(retry=retry, environ=environ, settings=settings)
+        self.log_interval = log_interval  # how often `logs(follow=True)` looks for new lines
+        self.transport = transport  # None: azure-core's requests transport
+        #: The transport of the blob reads (the job's logs); None: azure-core's requests transport.
+        self.storage_transport = storage_transport
+        self.credential = credential  # None: DefaultAzureCredential, asked for a token at the first call
+        self._clients: dict[tuple[str, str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    # -- render (pure) -------------------------------------------------------------------------------------
+    def platform_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
+        problems = _plan(job, settings)[1]
+        try:
+            bundle = packaging.for_job(job, ignore_files=AML_IGNORE_FILES)
+            if bundle is not None:
+                code_content_hash(bundle.files)
+        except UploadRefused as refused:
+            problems.append(refused.problem)
+        return problems
+
+    def data_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
+        """Azure ML reads its data assets, datastores and Azure Storage URIs, in every mode; the service replaces
+        `${{inputs.NAME}}` in the command only."""
+        problems = []
+        for direction, name, location in data.locations(job):
+            kind = data.kind(location)
+            if kind == "local" and direction == "outputs":
+                problems.append(
+                    data.refusal(
+                        direction,
+                        name,
+                        f"{location.path} is a local path, and Azure ML writes outputs to a datastore",
+                        "write azureml://datastores/<datastore>/paths/<path>, or leave `path` out (Azure ML picks "
+                        "a place in the workspace's default datastore)",
+                    )
+                )
+            elif kind == "local":
+                problems.append(
+                    data.refusal(
+                        direction,
+                        name,
+                        f"{location.path} is a local path: azure-ai-ml would upload it to the workspace's datastore "
+                        "before the job, and crosstrain uploads no data",
+                        f"upload it once (az ml data create --name {name} --path {location.path} --type "
+                        f"{_AZURE_DATA_TYPES[location.type]}) and write azureml:{name}:1",
+                    )
+                )
+            elif location.path is not None and location.path.endswith("@latest"):
+                problems.append(
+                    data.refusal(
+                        direction,
+                        name,
+                        "azure-ai-ml resolves the latest version with a lookup just before the create, and a "
+                        "crosstrain request is fixed when it is rendered (so a re-submit is the same job)",
+                        f"pin the version: {location.path.removesuffix('@latest')}:VERSION (`az ml data show -n "
+                        f"{location.path.removeprefix('azureml:').removesuffix('@latest')} --label latest "
+                        "--query version`)",
+                    )
+                )
+            elif kind not in ("azureml", "azure", "none"):
+                problems.append(
+                    data.unreachable(
+                        direction,
+                        name,
+                        location,
+                        "Azure ML",
+                        "azureml:NAME:VERSION data assets, azureml:// datastore paths, abfss:// and https:// Azure "
+                        "Storage URIs",
+                    )
+                )
+        for path, direction, name in data.references(job):
+            if ".env." in f".{path}":
+                problems.append(
+                    Problem(
+                        path,
+                        f"Azure ML replaces ${{{{{direction}.{name}}}}} in the command only, not in environment "
+                        "variables",
+                        f"pass ${{{direction}.{name}}} to the program in `command` or `args`",
+                    )
+                )
+        return problems
+
+    def node_path(
+        self,
+        job: TrainingJob,
+        settings: AzureMLSettings,
+        direction: str,
+        name: str,
+        location: Any,
+    ) -> str:
+        return "${{" + f"{direction}.{name}" + "}}"
+
+    def _render(self, job: TrainingJob, settings: AzureMLSettings, ids: Ids) -> Request:
+        plan, problems = _plan(job, settings)
+        if plan is None:
+            raise Unsupported(self.name, problems)
+        identity = ids.identity
+        workspace = workspace_path(settings)
+        job_url = f"{ARM}{workspace}/jobs/{identity}?api-version={API_VERSION}"
+        calls = [
+            HttpCall(
+                "GET",
+                job_url,
+                purpose="look for a job with this name first: adopt it if its fingerprint is this request's, "
+                "refuse if not; create only on 404 (the PUT below is create-or-update)",
+            )
+        ]
+        notes = [plan.environment_note] if plan.environment_note else []
+        headers = {"Content-Type": "application/json"}
+        environment_id = plan.environment_id
+        if plan.registers_image is not None:
+            calls.append(
+                HttpCall(
+                    "PUT",
+                    f"{ARM}{environment_id}?api-version={ENVIRONMENT_API_VERSION}",
+                    {
+                        "properties": {
+                            "image": plan.registers_image,
+                            "isAnonymous": True,
+                            "isArchived": False,
+                        }
+                    },
+                    headers,
+                    purpose="register the image as an anonymous environment (as azure-ai-ml does); idempotent",
+                )
+            )
+        bundle = packaging.for_job(job, ignore_files=AML_IGNORE_FILES)
+        code_id = None
+        if bundle is not None:
+            code_id, code_calls = _code_calls(bundle, workspace, headers)
+            calls[1:1] = code_calls  # after the job lookup, before the environment: the SDK's order
+            notes.append(f"ships {bundle.describe()} as code asset {code_asset_name(bundle)}")
+            if bundle.requirements:
+                notes.append(
+                    f"the bootstrap pip-installs {', '.join(bundle.requirements)} on every node before the command "
+                    "(crosstrain_code --install)"
+                )
+        command = plan.command
+        # A shell line runs in Azure ML's own shell as it is: the node runs exactly the line the job file has.
+        line = job.pools()[0].shell_line
+        if plan.launcher_processes is not None:
+            command = launcher_command(command, nproc_per_node=plan.launcher_processes, nnodes=plan.nodes)
+        elif plan.framework == "mpi" and bundle is not None:
+            # MPI names the rank only in OMPI_*; crosstrain travels with the code, and its launcher runs each
+            # rank's command with torch's variables (RANK, LOCAL_RANK, MASTER_ADDR...) that frameworks read.
+            command = launcher_command(command, nproc_per_node=1)
+            notes.append(
+                "each MPI rank runs the command under crosstrain's launcher, which sets torch's env:// variables"
+            )
+        pool = job.pools()[0]
+        if pool.secrets:  # outermost: read the secrets, then start the launcher or the command
+            command = secrets.resolver_command(command)
+            notes.append(secrets.runtime_note(pool))
+        if bundle is not None:  # from the snapshot root, which holds crosstrain_code/: the code's own folder
+            command = bundle_command(command, install=bool(bundle.requirements))
+        if command != plan.command:
+            line = None  # wrapped: the shell line runs under bash -c, inside the wrapper's argv
+        resources: dict[str, Any] = {"instanceCount": plan.nodes, "properties": {}}
+        if not settings.compute:
+            resources["instanceType"] = plan.machine.machine_type
+        if settings.shm_size:
+            resources["shmSize"] = settings.shm_size
+        if settings.docker_args:
+            resources["dockerArgs"] = settings.docker_args
+        properties: dict[str, Any] = {
+            "jobType": "Command",
+            "displayName": job.name,
+            "experimentName": settings.experiment or job.name,
+            "command": line if line is not None else shlex.join(command),
+            "environmentId": environment_id,
+            "environmentVariables": plan.env,
+            "inputs": _data_bindings(job, "inputs", workspace),
+            "outputs": _data_bindings(job, "outputs", workspace),
+            "distribution": _distribution(plan),
+            "resources": resources,
+            "tags": dict(job.labels),
+            "properties": {FINGERPRINT_PROPERTY: ids.fingerprint},
+            "isArchived": False,
+        }
+        if settings.compute:
+            properties["computeId"] = f"{workspace}/computes/{settings.compute}"
+        if code_id is not None:
+            properties["codeId"] = code_id
+        if job.scheduling.timeout:
+            properties["limits"] = {
+                "jobLimitsType": "Command",
+                "timeout": iso_duration(job.scheduling.timeout),
+            }
+        queue: dict[str, Any] = {}
+        tier = "spot" if job.scheduling.spot else settings.job_tier
+        if tier:
+            queue["jobTier"] = _JOB_TIERS[tier]
+        if settings.priority:
+            queue["priority"] = _PRIORITY[settings.priority]
+        if queue:
+            properties["queueSettings"] = queue
+        if job.identity:
+            properties["identity"] = _identity(job.identity)
+        calls.append(
+            HttpCall(
+                "PUT",
+                job_url,
+                {"properties": properties},
+                headers,
+                purpose="create the command job under its fixed name, with this request's fingerprint in its "
+                "properties; sent only when the GET found no job",
+            )
+        )
+        if plan.nodes > 1 and plan.machine.gpu_count and not plan.machine.infiniband:
+            notes.append(
+                f"{plan.machine.machine_type} has no InfiniBand: multi-node GPU training will be slow over "
+                "Ethernet; prefer an RDMA size with an `r` (e.g. Standard_ND96asr_v4, Standard_ND96isr_H100_v5)"
+            )
+        if settings.compute and plan.machine.machine_type:
+            notes.append(
+                f"the VM size is the one of cluster {settings.compute}; {plan.machine.machine_type} is used only "
+                "for process counts and checks"
+            )
+        return Request(
+            "azureml",
+            identity,
+            job.name,
+            tuple(calls),
+            settings.model_dump(mode="json"),
+            tuple(notes),
+            code=bundle.ref if bundle is not None else None,
+        )
+
+    def format(self, request: Request, fmt: str) -> str:
+        if fmt != "az-yaml":
+            return super().format(request, fmt)
+        import yaml
+
+        text = yaml.safe_dump(cli_yaml(request), sort_keys=False, allow_unicode=True, width=120)
+        unsaid = sorted(set(request.create.body.get("properties") or {}) - _CLI_FIELDS)  # a patch's
+        if unsaid:
+            text = (
+                f"# not in this YAML: {', '.join(unsaid)} (targets.azureml.patch); crosstrain submit sends them\n"
+                + text
+            )
+        return text
+
+    # -- where credentials may go -------------------------------------------------------------------------
+    binding_settings = ("subscription_id", "resource_group", "workspace")
+
+    def _workspace_problems(self, found: Mapping[str, Any], path: str, what: str) -> list[Problem]:
+        """Whether the workspace a handle or a request names is well formed and the configured one, where this
+        machine configures its subscription, resource group or workspace (names compared as Azure does,
+        ignoring case)."""
+        configured = self.configured()
+        problems = []
+        for key in WORKSPACE_KEYS:
+            value = found.get(key)
+            if not isinstance(value, str) or not _SEGMENT.fullmatch(value):
+                problems.append(
+                    Problem(
+                        f"{path}.{key}",
+                        f"{shown(value)} is not an Azure resource name",
+                        "use the handle as made",
+                    )
+                )
+            elif key in configured and value.lower() != configured[key].lower():
+                env = env_vars(AzureMLSettings, key)[0]
+                problems.append(
+                    Problem(
+                        f"{path}.{key}",
+                        f"the {what} is for {key} {value!r}, this machine is configured for {configured[key]!r}",
+                        f"pass --set {key}={value} (or set {env}) if that workspace is meant",
+                    )
+                )
+        return problems
+
+    @staticmethod
+    def _url_problems(url: Any, found: Mapping[str, Any], path: str, what: str) -> list[Problem]:
+        """An ARM URL in the named workspace: the only place the ARM token may go."""
+        origin = origin_of(url)
+        if origin != ARM:
+            return [
+                Problem(
+                    path,
+                    f"the {what} sends to {origin or shown(url)}; the Azure token goes only to {ARM}",
+                    f"use a {what} made by crosstrain",
+                )
+            ]
+        subscription, group, workspace = (str(found.get(key)) for key in WORKSPACE_KEYS)
+        prefix = (
+            f"/subscriptions/{subscription}/resourceGroups/{group}"
+            f"/providers/Microsoft.MachineLearningServices/workspaces/{workspace}"
+        )
+        url_path = urlsplit(url).path
+        if not (url_path.lower() + "/").startswith(prefix.lower() + "/"):
+            return [
+                Problem(
+                    path,
+                    f"{shown(url)} is outside the workspace {prefix}",
+                    f"use a {what} made by crosstrain",
+                )
+            ]
+        return []
+
+    def handle_problems(self, handle: JobHandle) -> list[Problem]:
+        problems = self._workspace_problems(handle.ref, "handle.ref", "handle")
+        if not problems and "url" in handle.ref:
+            problems += self._url_problems(handle.ref["url"], handle.ref, "handle.ref.url", "handle")
+        return problems
+
+    def request_problems(self, request: Request) -> list[Problem]:
+        problems = self._workspace_problems(request.settings, "request.settings", "request")
+        for i, call in enumerate(request.calls):
+            if _is_blob_upload(call):  # sent with startPendingUpload's SAS only, never the ARM token
+                continue
+            problems += self._url_problems(call.url, request.settings, f"request.calls[{i}].url", "request")
+        if request.code is None and any(_is_blob_upload(call) for call in request.calls):
+            problems.append(
+                Problem(
+                    "request.code",
+                    "the request uploads code but names no folder",
+                    "render it again",
+                )
+            )
+        return problems
+
+    # -- submit (sends) ------------------------------------------------------------------------------------
+    def _client(self, ref: Mapping[str, Any]) -> Any:
+        """The workspace's MLClient (one per workspace and backend); nothing is sent until the first call."""
+        key = (
+            str(ref["subscription_id"]),
+            str(ref["resource_group"]),
+            str(ref["workspace"]),
+        )
+        with self._lock:
+            if key not in self._clients:
+                self._clients[key] = azure.ml_client(
+                    self.credential,
+                    *key,
+                    timeout=self.retry.call_timeout,
+                    transport=self.transport,
+                )
+            return self._clients[key]
+
+    def send(self, request: Request) -> JobHandle:
+        """Look for the job by its name first; adopt it if this request made it, refuse if another did; else
+        register the environment (idempotent) and PUT the job, retried only where that cannot go wrong."""
+        self.check_request(request)
+        settings = self.request_settings(request)
+        pipeline = self._client(settings.model_dump()).jobs.service_client_01_2025_preview  # its ARM pipeline
+        create = request.create
+        reads = [call for call in request.calls[:-1] if call.method == "GET"]
+        lookup = reads[0] if reads else HttpCall("GET", create.url)
+        where = f"Azure ML job {request.identity} in workspace {settings.workspace}"
+
+        def find() -> tuple[dict[str, Any], bool] | None:
+            found = _send(pipeline, lookup, missing_ok=True)
+            return None if found is None else (found[1], True)
+
+        existing = self.retry.poll(find)
+        if existing is None:
+            code = _CodeCalls.of(request)
+            if code is not None:
+                assert request.code is not None  # request_problems
+                bundle = packaging.check_unchanged(request.code)
+                code_id = self._ship_code(pipeline, code, bundle)
+                if code_id != create.body["properties"].get("codeId"):
+                    properties = {**create.body["properties"], "codeId": code_id}
+                    create = HttpCall(
+                        create.method,
+                        create.url,
+                        {**create.body, "properties": properties},
+                        create.headers,
+                        create.purpose,
+                    )
+            for call in request.calls[:-1]:
+                if call.method != "GET" and (code is None or call not in code.all):
+                    # the content-addressed environment PUT: repeating it changes nothing
+                    self.retry.poll(functools.partial(_send, pipeline, call))
+
+            def put() -> tuple[dict[str, Any], bool]:
+                sent = _send(pipeline, create)
+                assert sent is not None
+                return sent[1], sent[0] == 200  # 200: the PUT found the job (a concurrent submit made it)
+
+            existing = self.retry.create(
+                put,
+                dedupes=self.capabilities.dedupes_create,
+                find=find,
+                identity=request.identity,
+            )
+        answer, adopted = existing
+        if adopted:  # a job this submit did not make (or cannot tell it made): only this request's may be adopted
+            self.check_same_request(request, fingerprint_of_job(answer), where)
+        studio = ((answer.get("properties") or {}).get("services") or {}).get("Studio") or {}
+        ref = {
+            **{key: getattr(settings, key) for key in WORKSPACE_KEYS},
+            "url": create.url,
+        }
+        return self.issue(
+            JobHandle(
+                "azureml",
+                request.identity,
+                request.identity,
+                console_url=studio.get("endpoint") or studio_url(ref, request.identity),
+                ref=ref,
+                adopted=adopted,
+            )
+        )
+
+    def _ship_code(self, pipeline: Any, code: _CodeCalls, bundle: packaging.Bundle) -> str:
+        """The code asset the job runs, made the way azure-ai-ml makes it: found by its content hash (nothing
+        uploaded), else uploaded to the container startPendingUpload hands out and registered. Its ARM id."""
+        name, content_hash = code_asset_name(bundle), code_content_hash(bundle.files)
+        if (
+            code.upload.url != f"{SAS_CONTAINER}/{name}/"
+            or f"&hash={content_hash}&" not in code.lookup.url
+            or code.id != f"{urlsplit(code.register.url).path}"
+        ):
+            raise SubmitError(
+                f"the request's code calls do not name the content of {bundle.folder} (asset {name}, hash "
+                f"{content_hash}); render the request again"
+            )
+        found = self.retry.poll(lambda: _send(pipeline, code.lookup))
+        assert found is not None
+        hits = [v for v in (found[1].get("value") or []) if isinstance(v, dict) and v.get("id")]
+        if hits:
+            return str(hits[0]["id"]).removeprefix(ARM)
+        answer = self.retry.poll(lambda: _send(pipeline, code.start))
+        assert answer is not None
+        reference = answer[1].get("blobReferenceForConsumption") or {}
+        sas_uri = str((reference.get("credential") or {}).get("sasUri") or "")
+        blob_uri = str(reference.get("blobUri") or "")
+        if not sas_uri or not blob_uri:
+            raise SubmitError(f"{code.start.url.split('?')[0]}: Azure answered without a container to upload to")
+        prefix = f"{name}/"
+        what = f"upload {len(bundle.files)} files of {bundle.folder} to the workspace's blob store"
+        self.retry.poll(
+            lambda: azure.upload_blobs(
+                sas_uri,
+                [(prefix + f.path, f.read) for f in bundle.files],
+                metadata={"upload_status": "completed", "name": name, "version": "1"},
+                timeout=self.retry.call_timeout,
+                what=what,
+            )
+        )
+        body = json.loads(json.dumps(code.register.body).replace(BLOB_CONTAINER, blob_uri.rstrip("/")))
+        register = HttpCall(code.register.method, code.register.url, body, code.register.headers)
+        self.retry.poll(functools.partial(_send, pipeline, register))
+        return code.id
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        self.check_handle(handle)
+        native, state = self._state(handle)
+        message = ""
+        if state is JobState.FAILED:
+            message = self._failure(handle)
+        elif state is JobState.UNKNOWN:
+            message = f"see {handle.console_url}"
+        return JobStatus(state, native, message)
+
+    def _state(self, handle: JobHandle) -> tuple[str, JobState]:
+        ml = self._client(handle.ref)
+        job = self.retry.poll(lambda: azure.call(lambda: ml.jobs.get(handle.job_id), f"read job {handle.job_id}"))
+        native = str(getattr(job.status, "value", job.status) or "Unknown")
+        return native, STATE_MAP.get(native, JobState.UNKNOWN)
+
+    def _failure(self, handle: JobHandle) -> str:
+        """What a failed job's logs say: the first rank (in rank order) whose log ends in an error, its last lines,
+        and the kind of failure with what to do next; the job's own error where the service records one."""
+        recorded: Any = ""
+        texts: dict[str, list[str]] = {}
+        try:
+            job = self._job_json(handle)
+            props = job.get("properties") or {}
+            recorded = props.get("error") or (props.get("properties") or {}).get("azureml.runerror") or ""
+            if isinstance(recorded, Mapping):
+                recorded = recorded.get("message") or json.dumps(recorded)
+            reader = self._log_reader(handle, job)
+            if reader is not None:
+                for name, line in reader.read(final=True):
+                    texts.setdefault(name, []).append(line)
+        except CrosstrainError:  # the logs are an aid here: the state stands without them
+            texts = {}
+        culprit = next(
+            (name for name in texts if _ERROR_LINE.search("\n".join(texts[name][-20:]))),
+            None,
+        )
+        tail = last_lines(texts[culprit]) if culprit else []
+        who = _log_who(culprit) if culprit else ""
+        what = f"{who} failed" if who else "the job failed"
+        return summary(f"the first failure seen: {what}", str(recorded), tail, handle.console_url)
+
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        """The workspace's jobs that carry crosstrain's fingerprint property, from the jobs list call
+        `MLClient.jobs.list()` makes (`GET .../jobs`, active ones), newest first."""
+        settings = resolve_settings(
+            self.settings_model,
+            self.name,
+            overrides={**self.overrides, **(overrides or {})},
+            environ=self.environ,
+        )
+        ref = {key: getattr(settings, key) for key in WORKSPACE_KEYS}
+        ml = self._client(ref)
+        what = f"list the jobs of workspace {settings.workspace}"
+        jobs = self.retry.poll(lambda: azure.call(lambda: [j for j in ml.jobs.list() if j is not None], what))
+        found = []
+        for job in jobs:
+            if not (getattr(job, "properties", None) or {}).get(FINGERPRINT_PROPERTY):
+                continue
+            created = getattr(getattr(job, "creation_context", None), "created_at", None)
+            found.append((created.timestamp() if created else 0.0, job))
+        for created, job in sorted(found, key=lambda item: -item[0]):
+            native = str(getattr(job.status, "value", job.status) or "Unknown")
+            console = str(getattr(job, "studio_url", None) or studio_url(ref, job.name))
+            handle = JobHandle(
+                "azureml",
+                job.name,
+                job.name,
+                console_url=console,
+                ref={**ref, "url": _job_url(ref, job.name)},
+            )
+            yield JobSummary(
+                job.name,
+                STATE_MAP.get(native, JobState.UNKNOWN),
+                native,
+                created,
+                console,
+                handle,
+            )
+
+    def cancel(self, handle: JobHandle) -> None:
+        self.check_handle(handle)
+        ml = self._client(handle.ref)
+        what = f"cancel job {handle.job_id}"
+        self.retry.poll(lambda: azure.call(lambda: ml.jobs.begin_cancel(handle.job_id).result(), what))
+
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        """The job's log files as the service writes them (`user_logs/std_log*.txt` under the job's default
+        output in its datastore, where `MLClient.jobs.stream` reads them), each line prefixed with the rank or
+        node its file names. Each file is read from where the last read ended, so no line comes twice; with
+        `follow`, again every `log_interval` seconds until the job ends, and the lines written by its end last."""
+        self.check_handle(handle)
+        job = self._job_json(handle)
+        reader = self._log_reader(handle, job)
+        if reader is None:  # no default output to read from: what `az ml job stream` shows, once the job ended
+            yield from azure.stream_logs(self._client(handle.ref), handle.job_id)
+            return
+        while True:
+            ended = not follow or self._state(handle)[1].terminal
+            for name, line in reader.read(final=ended):
+                yield _log_prefix(name) + line
+            if ended:
+                return
+            self.retry.sleep(self.log_interval)
+
+    def _job_json(self, handle: JobHandle) -> dict[str, Any]:
+        """The job's ARM JSON (the GET submit renders), for its default output."""
+        pipeline = self._client(handle.ref).jobs.service_client_01_2025_preview
+        url = str(handle.ref.get("url") or _job_url(handle.ref, handle.job_id))
+        found = self.retry.poll(lambda: _send(pipeline, HttpCall("GET", url)))
+        assert found is not None
+        return found[1]
+
+    def _log_reader(self, handle: JobHandle, job: Mapping[str, Any]) -> _LogReader | None:
+        """The container and folder of the job's logs, as `stream_logs_until_completion` finds them: the job's
+        `default` uri_folder output names a datastore and a path; the datastore (read with its secrets) names
+        the storage account and container."""
+        outputs = (job.get("properties") or {}).get("outputs") or {}
+        default = outputs.get("default") or {}
+        uri = str(default.get("uri") or "")
+        if default.get("jobOutputType", "uri_folder") != "uri_folder" or "datastores/" not in uri:
+            return None
+        store, _, prefix = uri.split("datastores/", 1)[1].partition("/")
+        prefix = prefix.removeprefix("paths/").strip("/")
+        ml = self._client(handle.ref)
+        what = f"read datastore {store} of job {handle.job_id}"
+        datastore = self.retry.poll(lambda: azure.call(lambda: ml.datastores.get(store, include_secrets=True), what))
+        account = str(datastore.account_name)
+        container_name = str(getattr(datastore, "container_name", None) or getattr(datastore, "filesystem", ""))
+        protocol = str(getattr(datastore, "protocol", None) or "https")
+        endpoint = str(getattr(datastore, "endpoint", None) or "core.windows.net")
+        secret = datastore.credentials
+        credential: Any
+        if getattr(secret, "sas_token", None):
+            credential = str(secret.sas_token)
+        elif getattr(secret, "account_key", None):
+            credential = {
+                "account_name": account,
+                "account_key": str(secret.account_key),
+            }
+        else:  # an identity-based datastore: the workspace's credential reads it, as in the SDK
+            credential = self.credential or azure.default_credential()
+        container = azure.blob_container(
+            f"{protocol}://{account}.blob.{endpoint}",
+            container_name,
+            credential,
+            transport=self.storage_transport,
+            timeout=self.retry.call_timeout,
+        )
+        return _LogReader(container, prefix, self.retry)

@@ -1,0 +1,348 @@
+"""The plan: what a job means on Azure ML, or every reason it cannot run there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from crosstrain import catalog, secrets
+from crosstrain.backends.azureml.settings import (
+    _GUID,
+    ANONYMOUS_ENVIRONMENT,
+    RUNTIMES,
+    AzureMLSettings,
+    MpiConfiguration,
+    PyTorchConfiguration,
+    TensorflowConfiguration,
+)
+from crosstrain.backends.azureml.wire import (
+    anonymous_environment_version,
+    environment_reference,
+    workspace_path,
+)
+from crosstrain.errors import Problem
+from crosstrain.launch import torchrun_options
+
+if TYPE_CHECKING:
+    from crosstrain.spec import TrainingJob
+
+
+# -- the plan: what the job means on Azure ----------------------------------------------------------------
+@dataclass(frozen=True)
+class _Plan:
+    nodes: int
+    processes_per_node: int  # what Azure starts on each node
+    launcher_processes: int | None  # per-node mode: what crosstrain's launcher starts on each node
+    framework: str
+    machine: catalog.ResolvedMachine
+    command: list[str]
+    image: str | None
+    env: dict[str, str]
+    #: `properties.environmentId`: the named environment, the curated one picked, or the image's anonymous one.
+    environment_id: str
+    #: The image registered as an anonymous environment first (as azure-ai-ml does); None when one is named.
+    registers_image: str | None
+    environment_note: str | None
+
+
+def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, list[Problem]]:
+    problems: list[Problem] = []
+    pool = job.pools()[0]
+    machine = catalog.ResolvedMachine(None)
+    if pool.machine:
+        accel = pool.machine.accelerator
+        try:
+            machine = catalog.resolve(
+                "azureml",
+                machine_type=pool.machine.type,
+                gpu=accel.type if accel else None,
+                gpu_count=accel.count if accel else None,
+                path=pool.machine_path,
+            )
+        except catalog.CatalogError as exc:
+            problems.append(exc.problem)
+    refused = bool(problems)  # a machine named and refused: "names no machine" would mislead
+    nodes, framework = job.nodes, str(job.launch.framework)
+    per_node = job.processes_per_node(machine.gpu_count)
+    config = settings.distributed_job_config
+    if config is not None:
+        nodes, per_node, framework, conflicts = _apply_v1(job, config, machine.gpu_count)
+        problems += conflicts
+    launcher = None
+    if job.launch.mode == "per-node":
+        launcher = job.processes_per_node(machine.gpu_count)
+        if config is not None and per_node != 1:
+            problems.append(
+                Problem(
+                    "targets.azureml.distributed_job_config",
+                    f"launch.mode per-node has Azure start one process per node, but the v1 config asks for "
+                    f"{per_node} per node",
+                    "omit process_count (or set it to node_count); crosstrain's launcher starts "
+                    "launch.processes_per_node (default: the GPUs) on each node",
+                )
+            )
+        per_node = 1
+    if framework == "tensorflow":
+        if job.launch.mode == "per-node":
+            problems.append(
+                Problem(
+                    "launch.mode",
+                    "Azure ML's TensorFlow distribution sets TF_CONFIG for one worker per node; there is no "
+                    "per-node launcher for it",
+                    "use launch.mode auto",
+                )
+            )
+        if job.launch.processes_per_node not in (None, 1):
+            problems.append(
+                Problem(
+                    "launch.processes_per_node",
+                    f"Azure ML's TensorFlow distribution runs one worker per node, not {job.launch.processes_per_node}",
+                    "remove launch.processes_per_node; use tf.distribute to drive every GPU of a node",
+                )
+            )
+        per_node = 1
+    if machine.gpu_count and per_node > machine.gpu_count:
+        problems.append(
+            Problem(
+                "launch.processes_per_node",
+                f"{per_node} processes per node, but {machine.machine_type} has {machine.gpu_count} GPUs",
+                f"use at most {machine.gpu_count} processes per node",
+            )
+        )
+    if not settings.compute and not machine.machine_type and not refused:
+        problems.append(
+            Problem(
+                "primary.machine",
+                "serverless compute needs a VM size, and the job names no machine",
+                "set primary.machine (e.g. `A100:8` or `Standard_ND96asr_v4`), or name a cluster with "
+                "targets.azureml.compute",
+            )
+        )
+    if not pool.command:
+        problems.append(Problem("command", "an Azure ML command job needs a command", "set `command`"))
+    elif launcher is None and per_node > 1 and torchrun_options(pool.command) is not None:
+        problems.append(
+            Problem(
+                "command",
+                f"Azure ML starts the {per_node} processes of each node itself ({framework} distribution), and "
+                f"the command starts torchrun, which would start its own in each of them: {nodes * per_node} "
+                "separate groups instead of one job (Azure's docs: no launcher commands of your own)",
+                "use launch.mode: per-node (Azure starts one process per node, and crosstrain's launcher gives your "
+                "torchrun the node count, node rank and rendezvous), or drop torchrun from the command",
+            )
+        )
+    if not pool.image and not settings.environment and not job.environment:
+        problems.append(
+            Problem(
+                "image",
+                "Azure ML needs an environment for the job",
+                "set `environment: pytorch` (a curated environment), `image`, or an environment in "
+                "targets.azureml.environment (azureml:<name>:<version> or azureml:<name>@latest)",
+            )
+        )
+    if settings.environment and environment_reference(settings.environment, "") is None:
+        problems.append(
+            Problem(
+                "targets.azureml.environment",
+                f"{settings.environment!r} is not an Azure ML environment reference",
+                "write azureml:<name>:<version>, azureml:<name>@latest, a registry URI "
+                "(azureml://registries/<registry>/environments/<name>/versions/<version>) or an ARM id",
+            )
+        )
+    picked: str | Problem | None = None
+    if job.environment and not settings.environment:
+        picked = RUNTIMES.pick(job.environment, gpu=bool(machine.gpu_count) or not machine.machine_type)
+        if isinstance(picked, Problem):
+            problems.append(picked)
+    if job.requirements is not None and job.code is None:
+        problems.append(
+            Problem(
+                "requirements",
+                "on Azure ML the requirements are installed by the code bundle's bootstrap, and the job ships no code",
+                "set `code:` (the folder with the training code), or build an environment with the packages",
+            )
+        )
+    if job.scheduling.spot and settings.job_tier not in (None, "spot"):
+        problems.append(
+            Problem(
+                "targets.azureml.job_tier",
+                f"scheduling.spot asks for spot capacity, but job_tier is {settings.job_tier}",
+                "drop one of the two",
+            )
+        )
+    problems += _unexpressible(job)
+    if problems or not pool.command:
+        return None, problems
+    workspace = workspace_path(settings)
+    named = environment_reference(settings.environment, workspace) if settings.environment else None
+    registers_image = None
+    if named is not None:
+        environment_id, note = named, None
+        if pool.image:
+            note = f"image {pool.image} is not used: targets.azureml.environment names the environment"
+    elif isinstance(picked, str):
+        environment_id = picked
+        note = f"environment {job.environment} is Azure ML's curated {picked} (the service resolves @latest)"
+    elif pool.image:
+        version = anonymous_environment_version(pool.image)
+        environment_id = f"{workspace}/environments/{ANONYMOUS_ENVIRONMENT}/versions/{version}"
+        registers_image, note = pool.image, None
+    else:
+        return None, problems  # refused above: no environment, no image
+    plan = _Plan(
+        nodes=nodes,
+        processes_per_node=per_node,
+        launcher_processes=launcher,
+        framework=framework,
+        machine=machine,
+        command=[*pool.command, *pool.args],
+        image=pool.image,
+        env={
+            **pool.env,
+            **secrets.reference_env(pool),
+        },  # a secret's reference, never its value
+        environment_id=environment_id,
+        registers_image=registers_image,
+        environment_note=note,
+    )
+    return plan, []
+
+
+def _apply_v1(
+    job: TrainingJob,
+    config: PyTorchConfiguration | MpiConfiguration | TensorflowConfiguration,
+    gpus: int,
+) -> tuple[int, int, str, list[Problem]]:
+    """Nodes, processes Azure starts per node, and framework from a v1 config; conflicts with the spec."""
+    path = "targets.azureml.distributed_job_config"
+    problems: list[Problem] = []
+    if isinstance(config, PyTorchConfiguration):
+        nodes, framework = config.node_count, "pytorch"
+        total = config.process_count or config.node_count
+        if total % nodes:
+            problems.append(
+                Problem(
+                    f"{path}.process_count",
+                    f"{total} processes cannot be spread evenly over {nodes} nodes (process_count is the total)",
+                    f"use a multiple of {nodes}, e.g. {nodes * max(gpus, 1)}",
+                )
+            )
+        per_node = max(total // nodes, 1)
+    elif isinstance(config, MpiConfiguration):
+        nodes, per_node, framework = (
+            config.node_count,
+            config.process_count_per_node,
+            "mpi",
+        )
+    else:
+        nodes, per_node, framework = config.worker_count, 1, "tensorflow"
+    if "workers" in job.model_fields_set and job.nodes != nodes:
+        problems.append(
+            Problem(
+                path,
+                f"the v1 config asks for {nodes} nodes, but the spec has {job.nodes} (primary + workers.replicas)",
+                f"set workers.replicas: {nodes - 1}, or remove it and let the v1 config decide",
+            )
+        )
+    explicit = job.launch.processes_per_node
+    if explicit is not None and job.launch.mode != "per-node" and explicit != per_node:
+        problems.append(
+            Problem(
+                path,
+                f"the v1 config means {per_node} processes per node, but launch.processes_per_node is {explicit}",
+                "remove one of the two",
+            )
+        )
+    if "framework" in job.launch.model_fields_set and job.launch.framework != framework:
+        problems.append(
+            Problem(
+                path,
+                f"{config.type} is a {framework} distribution, but launch.framework is {job.launch.framework}",
+                "remove one of the two",
+            )
+        )
+    return nodes, per_node, framework, problems
+
+
+def _unexpressible(job: TrainingJob) -> list[Problem]:
+    """Spec features a command job has no field for: refused, never dropped."""
+    problems = []
+    if job.scheduling.max_wait is not None:
+        problems.append(
+            Problem(
+                "scheduling.max_wait",
+                "Azure ML command jobs have no queueing deadline",
+                "remove it",
+            )
+        )
+    if job.scheduling.max_restarts is not None:
+        problems.append(
+            Problem(
+                "scheduling.max_restarts",
+                "Azure ML command jobs have no restart count",
+                "remove it, and resume from checkpoints in the training code",
+            )
+        )
+    for pool in job.pools():
+        if pool.boot_disk is not None:
+            problems.append(
+                Problem(
+                    f"{pool.role}.boot_disk",
+                    "Azure ML sizes the disk by the VM size; a job cannot choose it",
+                    "remove boot_disk",
+                )
+            )
+            break
+    if job.network is not None:
+        problems.append(
+            Problem(
+                "network",
+                "an Azure ML job joins the virtual network of its compute or workspace, not one of its own",
+                "remove `network`; put the compute cluster (or the workspace's managed network) in the VNet",
+            )
+        )
+    if job.output_dir is not None:
+        problems.append(
+            Problem(
+                "output_dir",
+                "Azure ML writes a job's outputs to named outputs that the command references; a job has no "
+                "output folder of its own",
+                "replace output_dir with `outputs: {NAME: azureml://datastores/...}` and pass ${outputs.NAME} in "
+                "the command",
+            )
+        )
+    if job.identity is not None and _identity(job.identity) is None:
+        problems.append(
+            Problem(
+                "identity",
+                f"{job.identity!r} is not an Azure ML job identity crosstrain can render (a user identity needs "
+                "the submitter's token at submit time)",
+                "use `managed` (the compute's managed identity), a user-assigned identity's client id (a GUID), "
+                "or `aml_token`",
+            )
+        )
+    return problems
+
+
+def _identity(value: str) -> dict[str, str] | None:
+    if value.lower() == "managed":
+        return {"identityType": "Managed"}
+    if _GUID.fullmatch(value):
+        return {"identityType": "Managed", "clientId": value}
+    if value.lower() in ("aml_token", "amltoken"):
+        return {"identityType": "AMLToken"}
+    return None
+
+
+def _distribution(plan: _Plan) -> dict[str, Any]:
+    if plan.framework == "tensorflow":
+        return {
+            "distributionType": "TensorFlow",
+            "workerCount": plan.nodes,
+            "parameterServerCount": 0,
+        }
+    kind = "Mpi" if plan.framework == "mpi" else "PyTorch"
+    return {
+        "distributionType": kind,
+        "processCountPerInstance": plan.processes_per_node,
+    }

@@ -1,0 +1,300 @@
+"""The Azure ML wire vocabulary: ARM paths, environment references, code-asset calls, data bindings."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from crosstrain import packaging
+from crosstrain.adaptors import azure
+from crosstrain.backends.azureml.settings import (
+    _ARM_ENVIRONMENT,
+    _LABELLED_ENVIRONMENT,
+    _NAMED_ENVIRONMENT,
+    _REGISTRY_ENVIRONMENT,
+    API_VERSION,
+    ARM,
+    BLOB_CONTAINER,
+    CODE_API_VERSION,
+    CODE_HASH_VERSION,
+    FINGERPRINT_PROPERTY,
+    SAS_CONTAINER,
+    AzureMLSettings,
+)
+from crosstrain.backends.base import (
+    HttpCall,
+    Request,
+)
+from crosstrain.errors import Problem, SubmitError
+from crosstrain.uploads import UploadRefused
+
+if TYPE_CHECKING:
+    from crosstrain.spec import TrainingJob
+
+
+# -- wire helpers ------------------------------------------------------------------------------------------
+def workspace_path(settings: AzureMLSettings) -> str:
+    return (
+        f"/subscriptions/{settings.subscription_id}/resourceGroups/{settings.resource_group}"
+        f"/providers/Microsoft.MachineLearningServices/workspaces/{settings.workspace}"
+    )
+
+
+def environment_reference(value: str, workspace: str) -> str | None:
+    """`properties.environmentId` for an environment reference, as azure-ai-ml 1.35.2 writes it (verified with
+    its recording transport in the tests): `[azureml:]NAME:VERSION` becomes the version's ARM id,
+    `[azureml:]NAME@latest` goes on as `azureml:NAME@latest` (the service resolves the label; the SDK makes no
+    call), registry URIs and ARM ids go on verbatim. None: not a reference."""
+    if _ARM_ENVIRONMENT.fullmatch(value) or _REGISTRY_ENVIRONMENT.fullmatch(value):
+        return value
+    bare = value.removeprefix("azureml:")
+    labelled = _LABELLED_ENVIRONMENT.fullmatch(bare)
+    if labelled:
+        return f"azureml:{labelled['name']}@latest"
+    named = _NAMED_ENVIRONMENT.fullmatch(bare)
+    if named:
+        return f"{workspace}/environments/{named['name']}/versions/{named['version']}"
+    return None
+
+
+def code_content_hash(files: tuple[packaging.CodeFile, ...]) -> str:
+    """azure-ai-ml's `_get_file_list_content_hash` (hash version 202208) of the uploaded folder: sha256 over the
+    file count, then `#<relative path>#<size>` of each file sorted by lower-cased path, then every file's bytes
+    in that order. Memoised by the files' own digests: the bytes are read once per content."""
+    key = tuple((f.path, f.size, f.sha256) for f in files)
+    cached = _CONTENT_HASHES.get(key)
+    if cached is not None:
+        return cached
+    ordered = sorted(files, key=lambda f: f.path.lower())
+    digest = hashlib.sha256(str(len(files)).encode())
+    for file in ordered:
+        digest.update(f"#{file.path}#".encode())
+        digest.update(str(file.size).encode())
+    for file in ordered:
+        data = file.read()
+        if len(data) != file.size:
+            raise UploadRefused(
+                Problem(
+                    "code",
+                    f"{file.path} changed while it was read",
+                    "submit again once the folder is stable",
+                )
+            )
+        digest.update(data)
+    if len(_CONTENT_HASHES) > 16:
+        _CONTENT_HASHES.clear()
+    _CONTENT_HASHES[key] = digest.hexdigest()
+    return _CONTENT_HASHES[key]
+
+
+_CONTENT_HASHES: dict[tuple[tuple[str, int, str], ...], str] = {}
+
+
+def code_asset_name(bundle: packaging.Bundle) -> str:
+    """The code asset's name: content-addressed (the SDK picks a random one), so a render is deterministic."""
+    return f"crosstrain-{bundle.short}"
+
+
+def anonymous_environment_version(image: str) -> str:
+    """The version azure-ai-ml gives an image-only anonymous environment: sha256 of sha256 of the image."""
+    return hashlib.sha256(hashlib.sha256(image.encode()).hexdigest().encode()).hexdigest()
+
+
+def iso_duration(seconds: int) -> str:
+    """Seconds as the ISO-8601 duration the SDK sends (isodate's form: P1DT1H1M1S, PT2H)."""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = "".join(f"{n}{unit}" for n, unit in ((hours, "H"), (minutes, "M"), (secs, "S")) if n)
+    return f"P{f'{days}D' if days else ''}{'T' + clock if clock else ''}" if days or clock else "PT0S"
+
+
+def seconds_of(duration: str) -> int:
+    """The inverse of `iso_duration`, for the CLI YAML form."""
+    match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?", duration)
+    if not match:
+        raise ValueError(f"not an ISO-8601 duration: {duration!r}")
+    d, h, m, s = (int(g) if g else 0 for g in match.groups())
+    return d * 86400 + h * 3600 + m * 60 + s
+
+
+def _code_calls(bundle: packaging.Bundle, workspace: str, headers: dict[str, str]) -> tuple[str, list[HttpCall]]:
+    """The code asset's ARM id and the calls that make it, in azure-ai-ml's order: list by content hash, and
+    only on a miss startPendingUpload, the blobs, the code version."""
+    name = code_asset_name(bundle)
+    content_hash = code_content_hash(bundle.files)
+    versions = f"{ARM}{workspace}/codes/{name}/versions"
+    code_id = f"{workspace}/codes/{name}/versions/1"
+    blobs = [{"name": f"{name}/{f.path}", "size": f.size, "sha256": f.sha256} for f in bundle.files]
+    calls = [
+        HttpCall(
+            "GET",
+            f"{versions}?api-version={CODE_API_VERSION}&hash={content_hash}&hashVersion={CODE_HASH_VERSION}",
+            purpose="look for this content in the workspace (azure-ai-ml's content hash): on a hit nothing is "
+            "uploaded and the three calls below are skipped; a hit under another name (an asset azure-ai-ml "
+            "uploaded, with its random name) is reused: codeId becomes that version's id",
+        ),
+        HttpCall(
+            "POST",
+            f"{versions}/1/startPendingUpload?api-version={CODE_API_VERSION}",
+            {"pendingUploadType": "TemporaryBlobReference"},
+            headers,
+            purpose="ask for a container to upload to: the answer's blobReferenceForConsumption holds blobUri and a "
+            "container SAS URL (sasUri)",
+        ),
+        HttpCall(
+            "PUT",
+            f"{SAS_CONTAINER}/{name}/",
+            {
+                "description": f"{len(blobs)} blob PUTs (azure-storage-blob, with the SAS of the answer above, not "
+                "the ARM token), one per file of the unpacked bundle, under this prefix; the first one carries "
+                "azure-ai-ml's upload_status metadata",
+                "hash_sha256": content_hash,
+                "bytes": sum(f.size for f in bundle.files),
+                "blobs": blobs,
+            },
+            purpose=f"upload the code: the URL starts with {SAS_CONTAINER}, the container SAS URL that only "
+            "startPendingUpload's answer gives (filled in at submit)",
+        ),
+        HttpCall(
+            "PUT",
+            f"{versions}/1?api-version={CODE_API_VERSION}",
+            {
+                "properties": {
+                    "codeUri": f"{BLOB_CONTAINER}/{name}",
+                    "isAnonymous": True,
+                    "properties": {
+                        "hash_sha256": content_hash,
+                        "hash_version": CODE_HASH_VERSION,
+                    },
+                }
+            },
+            headers,
+            purpose=f"register the uploaded folder as code version {name}/1, indexed by its content hash "
+            f"({BLOB_CONTAINER} is startPendingUpload's container URL, filled in at submit)",
+        ),
+    ]
+    return code_id, calls
+
+
+#: The job input and output types of `type:` (azure-ai-ml's AssetTypes).
+_AZURE_DATA_TYPES = {"folder": "uri_folder", "file": "uri_file", "table": "mltable"}
+#: The REST modes of `mode:`, per direction, as azure-ai-ml maps ro_mount, rw_mount, download, upload, direct.
+_AZURE_DATA_MODES = {
+    "inputs": {"mount": "ReadOnlyMount", "download": "Download", "direct": "Direct"},
+    "outputs": {"mount": "ReadWriteMount", "upload": "Upload", "direct": "Direct"},
+}
+#: The same modes as az-yaml writes them.
+_AZURE_YAML_MODES = {
+    "ReadOnlyMount": "ro_mount",
+    "ReadWriteMount": "rw_mount",
+    "Download": "download",
+    "Upload": "upload",
+    "Direct": "direct",
+}
+_DATA_ASSET = re.compile(r"azureml:(?P<name>[^:@/]+):(?P<version>[^:@/]+)")
+_DATA_ASSET_ID = re.compile(r"^/subscriptions/.*/data/(?P<name>[^/]+)/versions/(?P<version>[^/]+)$")
+
+
+def _data_bindings(job: TrainingJob, direction: str, workspace: str) -> dict[str, Any]:
+    """The job's own `inputs` or `outputs`, as `command(inputs=..., outputs=...)` sends them: a registered
+    asset by its ARM id, any other location as its URI, an unset mode left to the service (mount)."""
+    out: dict[str, Any] = {}
+    declared = job.inputs if direction == "inputs" else job.outputs
+    for name, location in declared.items():
+        binding: dict[str, Any] = {}
+        if location.path is not None:
+            asset = _DATA_ASSET.fullmatch(location.path)
+            uri = f"{workspace}/data/{asset['name']}/versions/{asset['version']}" if asset else location.path
+            binding["uri"] = uri
+        if location.mode is not None:
+            binding["mode"] = _AZURE_DATA_MODES[direction][location.mode]
+        binding["jobInputType" if direction == "inputs" else "jobOutputType"] = _AZURE_DATA_TYPES[location.type]
+        out[name] = binding
+    return out
+
+
+def _yaml_bindings(bindings: Mapping[str, Any], kind_key: str) -> dict[str, Any]:
+    """REST inputs or outputs in az-yaml's words."""
+    out: dict[str, Any] = {}
+    for name, binding in bindings.items():
+        entry: dict[str, Any] = {"type": binding[kind_key]}
+        if "uri" in binding:
+            asset = _DATA_ASSET_ID.match(binding["uri"])
+            entry["path"] = f"azureml:{asset['name']}:{asset['version']}" if asset else binding["uri"]
+        if "mode" in binding:
+            entry["mode"] = _AZURE_YAML_MODES[binding["mode"]]
+        out[name] = entry
+    return out
+
+
+def _job_url(ref: Mapping[str, Any], name: str) -> str:
+    return (
+        f"{ARM}/subscriptions/{ref['subscription_id']}/resourceGroups/{ref['resource_group']}"
+        f"/providers/Microsoft.MachineLearningServices/workspaces/{ref['workspace']}/jobs/{name}"
+        f"?api-version={API_VERSION}"
+    )
+
+
+def fingerprint_of_job(job: Mapping[str, Any]) -> str | None:
+    """The fingerprint crosstrain recorded on a job (ARM JSON), if any."""
+    properties = ((job.get("properties") or {}).get("properties")) or {}
+    value = properties.get(FINGERPRINT_PROPERTY)
+    return str(value) if value else None
+
+
+def studio_url(settings: Mapping[str, Any], name: str) -> str:
+    wsid = (
+        f"/subscriptions/{settings['subscription_id']}/resourcegroups/{settings['resource_group']}"
+        f"/workspaces/{settings['workspace']}"
+    )
+    return f"https://ml.azure.com/runs/{name}?wsid={wsid}"
+
+
+def _send(pipeline: Any, call: HttpCall, *, missing_ok: bool = False) -> tuple[int, dict[str, Any]] | None:
+    """One rendered call, unchanged, through the MLClient's pipeline; None for a 404 if `missing_ok`."""
+    what = f"{call.method} {call.url.split('?')[0]}"
+    http = azure.http_request(call.method, call.url, call.body, dict(call.headers))
+    response = azure.call(lambda: pipeline.send_request(http), what)
+    if response.status_code == 404 and missing_ok:
+        return None
+    azure.raise_for_status(response, what)
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    return int(response.status_code), body if isinstance(body, dict) else {}
+
+
+def _is_blob_upload(call: HttpCall) -> bool:
+    return call.url.startswith(SAS_CONTAINER)
+
+
+@dataclass(frozen=True)
+class _CodeCalls:
+    """The rendered code-asset calls of a request (see `_code_calls`)."""
+
+    lookup: HttpCall
+    start: HttpCall
+    upload: HttpCall
+    register: HttpCall
+    id: str
+
+    @property
+    def all(self) -> tuple[HttpCall, ...]:
+        return (self.lookup, self.start, self.upload, self.register)
+
+    @classmethod
+    def of(cls, request: Request) -> _CodeCalls | None:
+        calls = list(request.calls)
+        uploads = [i for i, call in enumerate(calls) if _is_blob_upload(call)]
+        if not uploads:
+            return None
+        i = uploads[0]
+        if i < 2 or i + 1 >= len(calls) - 1:
+            raise SubmitError("the request's code calls are not in the order render makes them; render it again")
+        code_id = str(request.create.body["properties"].get("codeId") or "")
+        return cls(calls[i - 2], calls[i - 1], calls[i], calls[i + 1], code_id)

@@ -1,0 +1,174 @@
+"""The run's state and its driver's logs, read from the cluster log delivery."""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from crosstrain.backends.base import (
+    JobState,
+)
+from crosstrain.backends.databricks.settings import CANCELED, DBFS_LOG_ROOT, STATE_MAP, SUCCESS, DatabricksSettings
+
+if TYPE_CHECKING:
+    from databricks.sdk import WorkspaceClient
+    from databricks.sdk.service.jobs import Run
+
+
+def _state_of(run: Run) -> tuple[JobState, str, str]:
+    """The run's common state, its `life_cycle_state[/result_state]` and its `state_message`."""
+    state = run.state
+    life = state.life_cycle_state.value if state and state.life_cycle_state else "UNKNOWN"
+    result = state.result_state.value if state and state.result_state else ""
+    message = (state.state_message if state else "") or ""
+    native = f"{life}/{result}" if result else life
+    if life in ("TERMINATED", "SKIPPED"):
+        return {SUCCESS: JobState.SUCCEEDED, CANCELED: JobState.CANCELLED}.get(result, JobState.FAILED), native, message
+    if life == "TERMINATING" and result == CANCELED:
+        return JobState.CANCELLING, native, message
+    return STATE_MAP.get(life, JobState.UNKNOWN), native, message
+
+
+#: How the failing rank is named: torchelastic's failure summary (`rank : 1 (local_rank: 1)`), torch's
+#: `[rank1]:` prefix on an error line, crosstrain's launcher (`rank(s) 1, 3 of 4 did not finish`).
+_RANK_PATTERNS = (
+    re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank"),
+    re.compile(r"\[(?:rank|default)(\d+)\]:.*(Error|Exception|Traceback)"),
+    re.compile(r"rank\(s\) (\d+)[\d, ]* of \d+ did not finish"),
+)
+
+
+#: torch's prefix on a rank's lines (`[rank1]:`; torchrun's `--tee` writes `[default1]:`).
+_RANK_LINE = re.compile(r"\[(?:rank|default)(\d+)\]:")
+
+
+def _rank_of(line: str) -> int | None:
+    found = _RANK_LINE.match(line)
+    return int(found[1]) if found else None
+
+
+def _failing_rank(lines: list[str]) -> int | None:
+    """The first failing rank the output names, by the patterns in order of trust."""
+    for pattern in _RANK_PATTERNS:
+        for line in lines:
+            found = pattern.search(line)
+            if found:
+                return int(found[1])
+    return None
+
+
+def _not_seen(seen: list[str], tail: list[str]) -> list[str]:
+    """The lines of `tail` (the end of stdout, from the run output) after those already read from the delivered
+    stdout (`seen`, its beginning): the longest end of `seen` that begins `tail` is the overlap."""
+    seen = seen[-len(tail) :] if tail else []
+    for start in range(len(seen)):  # only where the first line matches: linear for all but repeated lines
+        overlap = len(seen) - start
+        if seen[start] == tail[0] and all(seen[start + i] == tail[i] for i in range(overlap)):
+            return tail[overlap:]
+    return tail
+
+
+DRIVER_PREFIX = "[driver] "
+#: The driver's files a cluster delivers under `<destination>/<cluster id>/driver/`, and their line prefixes.
+_DRIVER_FILES = (("stdout", DRIVER_PREFIX), ("stderr", "[driver stderr] "))
+#: `dbfs/read` returns at most 1 MB per call.
+_DBFS_READ = 1024 * 1024
+
+
+class _DriverLogs:
+    """The driver's delivered stdout and stderr, each read from the offset where the last read ended: a line is
+    yielded once, whole (a line still being written waits for its newline, unless the run has ended)."""
+
+    def __init__(self, w: WorkspaceClient, folder: str, call: Callable[[Callable[[], Any], str], Any]) -> None:
+        self.w, self.call = w, call
+        self.dbfs = folder.startswith("dbfs:")
+        self.folder = "/" + folder.removeprefix("dbfs:").lstrip("/") if self.dbfs else folder
+        self.offsets: dict[str, int] = {}
+        self.partial: dict[str, bytes] = {}
+        self.stdout: list[str] = []  # every stdout line read, to tell what the run output's tail adds
+
+    @classmethod
+    def of(cls, run: Run, w: WorkspaceClient, call: Callable[[Callable[[], Any], str], Any]) -> _DriverLogs | None:
+        """The reader of the run's delivered driver logs; None until its cluster is known, or for a run whose
+        cluster delivers no logs to DBFS or a volume."""
+        for task in run.tasks or []:
+            conf = task.new_cluster.cluster_log_conf if task.new_cluster else None
+            place = (conf.volumes or conf.dbfs) if conf else None
+            instance = task.cluster_instance or run.cluster_instance
+            if place and place.destination and instance and instance.cluster_id:
+                return cls(w, f"{place.destination.rstrip('/')}/{instance.cluster_id}/driver", call)
+        return None
+
+    def _size(self, path: str) -> int | None:
+        from crosstrain.adaptors import databricks as adaptor
+
+        if self.dbfs:
+            info = self.call(partial(adaptor.found_or_none, partial(self.w.dbfs.get_status, path)), f"dbfs {path}")
+            return None if info is None else int(info.file_size or 0)
+        meta = self.call(partial(adaptor.found_or_none, partial(self.w.files.get_metadata, path)), f"fs {path}")
+        return None if meta is None else int(meta.content_length or 0)
+
+    def _chunk(self, path: str, start: int, end: int) -> bytes:
+        if self.dbfs:
+            data = b""
+            while start + len(data) < end:
+                at = start + len(data)
+                read = partial(self.w.dbfs.read, path, offset=at, length=min(_DBFS_READ, end - at))
+                got = base64.b64decode(self.call(read, f"dbfs/read {path}").data or "")
+                if not got:
+                    break
+                data += got
+            return data
+
+        def ranged() -> bytes:
+            headers = {"Accept": "application/octet-stream", "Range": f"bytes={start}-{end - 1}"}
+            if self.w.config.workspace_id:  # as the SDK's own Files API calls send it
+                headers["X-Databricks-Workspace-Id"] = self.w.config.workspace_id
+            answer = self.w.api_client.do("GET", f"/api/2.0/fs/files{quote(path)}", headers=headers, raw=True)
+            assert isinstance(answer, dict)
+            data = bytes(answer["contents"].read())
+            return data[start:end] if len(data) > end - start else data  # a server that ignored the range
+
+        return bytes(self.call(ranged, f"fs/files {path}"))
+
+    def read(self, *, final: bool = False) -> Iterator[str]:
+        """Every whole line delivered since the last read, prefixed, stdout's then stderr's."""
+        for name, prefix in _DRIVER_FILES:
+            path = f"{self.folder}/{name}"
+            size, start = self._size(path), self.offsets.get(name, 0)
+            if size is not None and size < start:  # rotated: the active file starts again
+                yield f"[crosstrain: the driver's {name} was rotated; lines in between may be missing]"
+                start, self.partial[name] = 0, b""
+            if size is not None and size > start:
+                data = self._chunk(path, start, size)
+                self.offsets[name] = start + len(data)
+                *lines, rest = (self.partial.pop(name, b"") + data).split(b"\n")
+                self.partial[name] = rest
+                for raw in lines:
+                    yield self._line(name, prefix, raw)
+            else:
+                self.offsets[name] = start
+            if final and self.partial.get(name):
+                yield self._line(name, prefix, self.partial.pop(name))
+
+    def _line(self, name: str, prefix: str, raw: bytes) -> str:
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        if name == "stdout":
+            self.stdout.append(line)
+        return prefix + line
+
+
+def log_destination(settings: DatabricksSettings, identity: str) -> str:
+    """Where the run's cluster delivers its logs: `<volume>/logs/<identity>` with a volume, else
+    `dbfs:/crosstrain/logs/<identity>` (the cluster adds `/<cluster id>/driver/stdout`, ...)."""
+    return f"{settings.volume}/logs/{identity}" if settings.volume else f"{DBFS_LOG_ROOT}/{identity}"
+
+
+def log_conf(settings: DatabricksSettings, identity: str) -> dict[str, Any]:
+    """The cluster's `cluster_log_conf`: a Unity Catalog volume, else DBFS."""
+    kind = "volumes" if settings.volume else "dbfs"
+    return {kind: {"destination": log_destination(settings, identity)}}
