@@ -481,7 +481,7 @@ class AzureMLPlatform(LoopbackPlatform):
         self.service.settle()
         self._stack.close()
 
-    def backend(self) -> Backend[Any]:
+    def backend(self) -> Backend[Any, Any]:
         return AzureMLBackend(
             transport=self.transport,
             credential=FakeCredential(),

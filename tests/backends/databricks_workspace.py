@@ -354,7 +354,7 @@ class DatabricksPlatform(LoopbackPlatform):
         """A `WorkspaceClient` for this workspace, made as crosstrain makes one (its own retries off)."""
         return workspace_client(self.url, token="loopback", timeout=self.call_timeout)
 
-    def backend(self) -> Backend[Any]:
+    def backend(self) -> Backend[Any, Any]:
         retry = RetryPolicy(sleep=lambda seconds: None, call_timeout=self.call_timeout)
         return DatabricksBackend(client=self.client(), retry=retry, environ={})
 

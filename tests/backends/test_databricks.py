@@ -63,7 +63,7 @@ class TestDatabricksConformance(BackendConformance):
     unsent_settings: ClassVar[dict[str, Any]] = {"profile": "other"}
 
 
-def backend(**kwargs: Any) -> Backend[Any]:
+def backend(**kwargs: Any) -> Backend[Any, Any]:
     return create_backend("databricks", environ={}, **kwargs)
 
 

@@ -38,7 +38,7 @@ class FakePlatform(LoopbackPlatform):
         self.cloud = FakeCloud()
         self.settings = {"root": str(root), "run_seconds": 0.05}
 
-    def backend(self) -> Backend[Any]:
+    def backend(self) -> Backend[Any, Any]:
         return FakeBackend(cloud=self.cloud, retry=RetryPolicy(sleep=lambda s: None), environ={})
 
     def inject(self, operation: str, fault: str) -> None:

@@ -392,7 +392,7 @@ class LocalMachine(LoopbackPlatform):
         self.settings = {"workdir": str(folder), "emulate": "azureml", "nodes": 1, "nproc_per_node": 1}
         self.runs: list[JobHandle] = []
 
-    def backend(self) -> Backend[Any]:
+    def backend(self) -> Backend[Any, Any]:
         return RecordingLocalBackend(self.runs)
 
     def inject(self, operation: str, fault: str) -> None:

@@ -115,7 +115,7 @@ def _entry(name: str) -> BackendEntry:
     raise UnknownBackend(f"unknown target {name!r}{hint} Valid targets: {', '.join(sorted(known))}")
 
 
-def get_backend_class(name: str) -> type[Backend[Any]]:
+def get_backend_class(name: str) -> type[Backend[Any, Any]]:
     entry = _entry(name)
     module_name, _, attr = entry.target.partition(":")
     try:
@@ -124,11 +124,11 @@ def get_backend_class(name: str) -> type[Backend[Any]]:
         raise MissingDependency(
             f"the {name} backend needs {exc.name or 'a missing package'}: {entry.install_hint}"
         ) from exc
-    cls: type[Backend[Any]] = getattr(module, attr)
+    cls: type[Backend[Any, Any]] = getattr(module, attr)
     return cls
 
 
-def create_backend(name: str, **kwargs: Any) -> Backend[Any]:
+def create_backend(name: str, **kwargs: Any) -> Backend[Any, Any]:
     """A backend instance. `retry=` and `environ=` are common; each backend names its own client injection
     point for tests (`cloud=`, `client=`, `session=`, `transport=`...)."""
     return get_backend_class(name)(**kwargs)

@@ -201,7 +201,7 @@ class JobHandle:
     adopted: bool = field(default=False, compare=False)
     #: The backend whose `send` made this handle (never saved): its verbs go through it, which trusts what it
     #: made from the job's own settings. A handle loaded from text has none and is checked.
-    origin: Backend[Any] | None = field(default=None, compare=False, repr=False)
+    origin: Backend[Any, Any] | None = field(default=None, compare=False, repr=False)
 
     def dumps(self) -> str:
         data = {
@@ -277,7 +277,7 @@ class JobHandle:
         """Pickled without its origin (a backend holds clients and locks): as a loaded handle."""
         return (JobHandle, (self.target, self.identity, self.job_id, self.console_url, dict(self.ref), self.adopted))
 
-    def _backend(self, settings: Mapping[str, Any]) -> Backend[Any]:
+    def _backend(self, settings: Mapping[str, Any]) -> Backend[Any, Any]:
         """The origin backend, or a new one configured with `settings` (e.g. `host="https://..."`: what this
         machine is configured for, which the handle must match; the environment fills the rest)."""
         if self.origin is not None and not settings:
@@ -504,12 +504,13 @@ def fingerprint_of(view: Any) -> str:
 
 
 S = TypeVar("S", bound=TargetSettings)
+P = TypeVar("P")
 
 
-class Backend(ABC, Generic[S]):
-    """One platform, generic over its settings model `S`.
+class Backend(ABC, Generic[S, P]):
+    """One platform, generic over its settings model `S` and its plan `P` (what a job means there).
 
-    Subclasses set the class attributes and implement `_render`, `send` and `status`. Their constructors take
+    Subclasses set the class attributes and implement `plan`, `_render`, `send` and `status`. Their constructors take
     the platform's client as a named, typed injection point (tests pass one pointed at a loopback server).
     """
 
@@ -640,10 +641,32 @@ class Backend(ABC, Generic[S]):
 
     def refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
         """Everything this target cannot express about `job`; empty when it can run it."""
-        problems = capability_problems(job, self.capabilities, self.name) + self.platform_refusals(job, settings)
-        if job.inputs or job.outputs:
-            problems += self.data_refusals(job, settings)
-        return problems
+        return self._checked(job, settings)[1]
+
+    def _checked(self, job: TrainingJob, settings: S) -> tuple[TrainingJob, list[Problem], tuple[P] | None]:
+        """The job as its nodes see it (data locations placed), every problem, and the plan in a 1-tuple (None
+        where the platform refused to plan). The checks and the render share this one plan."""
+        from crosstrain import data
+
+        data_problems = self.data_refusals(job, settings) if job.inputs or job.outputs else []
+        spec = job
+        if not data_problems:
+            job = data.placed(
+                spec, lambda direction, name, place: self.node_path(spec, settings, direction, name, place)
+            )
+        problems = capability_problems(spec, self.capabilities, self.name)
+        try:
+            planned: tuple[P] | None = (self.plan(job, settings),)
+        except Unsupported as refused:
+            planned, problems = None, problems + list(refused.problems)
+        problems += self.platform_refusals(spec, settings) + data_problems
+        return job, problems, planned
+
+    def plan(self, job: TrainingJob, settings: S) -> P:
+        """What `job` means on this platform, everything `_render` needs (resolved machines, images, staged code,
+        the launch), or `Unsupported` with every reason it cannot run here. Judged on the job as its nodes see
+        it; a backend that needs no plan returns None."""
+        return None  # type: ignore[return-value]  # P is None for a backend that plans nothing
 
     def data_refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
         """The job's `inputs` and `outputs` this target's nodes cannot reach, or not in their mode
@@ -660,7 +683,7 @@ class Backend(ABC, Generic[S]):
         raise NotImplementedError(f"{self.name} renders no data locations")
 
     def platform_refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
-        """Backend-specific refusals on top of the capability checks."""
+        """Backend-specific refusals on top of the capability checks and the plan's."""
         return []
 
     def render(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> Request:
@@ -674,23 +697,18 @@ class Backend(ABC, Generic[S]):
 
         with packaging.rendering():  # the probe and the real render ship the same files, listed once
             settings = self.settings(job, overrides)
-            problems = self.refusals(job, settings)
-            if problems:
+            job, problems, planned = self._checked(job, settings)
+            if problems or planned is None:
                 raise Unsupported(self.name, problems)
-            from crosstrain import data
-
-            spec = job
-            job = data.placed(
-                spec, lambda direction, name, place: self.node_path(spec, settings, direction, name, place)
-            )
-            probe = self._render(job, settings, placeholder_ids(job, self.identity_max_len))
+            (plan,) = planned
+            probe = self._render(job, settings, plan, placeholder_ids(job, self.identity_max_len))
             if settings.patch is not None:
                 self.check_patch(settings.patch, probe)
                 probe = patched(probe, settings.patch, self.name)
             fingerprint = fingerprint_of(self.fingerprint_view(probe))
             run_id = job.run_id or fingerprint[:RUN_ID_LENGTH]
             ids = Ids(identity_for(job.name, run_id, max_len=self.identity_max_len), fingerprint)
-            request = self._render(job, settings, ids)
+            request = self._render(job, settings, plan, ids)
             if settings.patch is not None:
                 request = patched(request, settings.patch, self.name)
             request = dataclasses.replace(request, fingerprint=fingerprint)
@@ -698,7 +716,8 @@ class Backend(ABC, Generic[S]):
         return request
 
     @abstractmethod
-    def _render(self, job: TrainingJob, settings: S, ids: Ids) -> Request: ...
+    def _render(self, job: TrainingJob, settings: S, plan: P, ids: Ids) -> Request:
+        """The request, built from `plan` (what the checks returned) and the job as its nodes see it."""
 
     def check_patch(self, patch: dict[str, Any], request: Request) -> None:
         """Refuse a `targets.<name>.patch` that the platform's schema does not take, or that changes what

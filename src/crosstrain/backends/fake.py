@@ -121,7 +121,7 @@ def _write_atomic(path: Path, record: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-class FakeBackend(Backend[FakeSettings]):
+class FakeBackend(Backend[FakeSettings, None]):
     """Runs nothing; keeps jobs as files. Example: `crosstrain submit job.yaml --target fake --wait`."""
 
     name = "fake"
@@ -156,7 +156,7 @@ class FakeBackend(Backend[FakeSettings]):
     def node_path(self, job: TrainingJob, settings: FakeSettings, direction: str, name: str, location: Any) -> str:
         return location.path if location.path is not None else f"${{{direction}.{name}}}"
 
-    def _render(self, job: TrainingJob, settings: FakeSettings, ids: Ids) -> Request:
+    def _render(self, job: TrainingJob, settings: FakeSettings, plan: None, ids: Ids) -> Request:
         root = Path(os.path.expanduser(settings.root)).absolute()
         body: dict[str, Any] = {
             "identity": ids.identity,

@@ -145,7 +145,7 @@ class LocalSettings(TargetSettings):
     )
 
 
-class LocalBackend(Backend[LocalSettings]):
+class LocalBackend(Backend[LocalSettings, None]):
     """This machine. Example: `crosstrain run job.yaml --local --emulate vertex`."""
 
     name = "local"
@@ -232,7 +232,7 @@ class LocalBackend(Backend[LocalSettings]):
     def node_path(self, job: TrainingJob, settings: LocalSettings, direction: str, name: str, location: Any) -> str:
         return os.path.abspath(job.base_dir / str(location.path))
 
-    def _render(self, job: TrainingJob, settings: LocalSettings, ids: Ids) -> Request:
+    def _render(self, job: TrainingJob, settings: LocalSettings, plan: None, ids: Ids) -> Request:
         identity = ids.identity
         places = {
             f"{direction}.{name}": self.node_path(job, settings, direction, name, location)
@@ -264,9 +264,9 @@ class LocalBackend(Backend[LocalSettings]):
             notes.append("the reduction server is not emulated: the nodes all-reduce directly, with the same result")
         emulated: Request | None = None
         if emulation is None:
-            plan = _torchrun_nodes(shaped, nproc)
+            processes = _torchrun_nodes(shaped, nproc)
             if bundle is not None:
-                for node in plan:
+                for node in processes:
                     node.argv = bundle_command(node.argv)
         else:
             # The emulated job is named by this run's id, so the probe render's placeholder reaches it too.
@@ -277,12 +277,12 @@ class LocalBackend(Backend[LocalSettings]):
             notes += [f"{emulated.target}: {note}" for note in emulated.notes]
             if emulated.code is not None:  # exactly what the target uploads (its ignore files: .amlignore...)
                 bundle = packaging.check_unchanged(emulated.code)
-            plan = emulation.nodes(emulated, rendered_job, nproc)
+            processes = emulation.nodes(emulated, rendered_job, nproc)
         gpus_wanted = max((p.machine.gpus if p.machine else 0) for p in job.pools())
-        notes += _assign_gpus(plan, nproc, gpus_wanted, emulation is None or emulation.gpus, self.environ)
+        notes += _assign_gpus(processes, nproc, gpus_wanted, emulation is None or emulation.gpus, self.environ)
         if bundle is not None:
-            notes += _run_staged(plan)
-        _add_local_variables(plan, nodes * nproc, python)
+            notes += _run_staged(processes)
+        _add_local_variables(processes, nodes * nproc, python)
         body: dict[str, Any] = {
             "identity": identity,
             "fingerprint": ids.fingerprint,
@@ -301,7 +301,7 @@ class LocalBackend(Backend[LocalSettings]):
             },
             "inherits": "the caller's environment, less the variables that place a process in a cluster "
             "(RANK, WORLD_SIZE, MASTER_*, CLUSTER_SPEC, OMPI_*, AZUREML_*, TORCHELASTIC_*...)",
-            "processes": [node.to_dict() for node in plan],
+            "processes": [node.to_dict() for node in processes],
         }
         if bundle is not None:
             body["filled_in_at_start"][STAGE_DIR] = "a folder of its own, where the code archive is unpacked"

@@ -95,7 +95,7 @@ class BackendConformance:
     #: Other targets whose settings this backend renders with (an emulation renders the emulated target's job).
     reads_targets: ClassVar[tuple[str, ...]] = ()
 
-    def backend(self) -> Backend[Any]:
+    def backend(self) -> Backend[Any, Any]:
         return create_backend(self.target, environ={})
 
     def render(self, job: TrainingJob | None = None) -> Request:
@@ -113,6 +113,22 @@ class BackendConformance:
     def test_render_imports_no_cloud_sdk_and_opens_no_socket(self) -> None:
         out = _render_in_subprocess(self.target, self.job(), self.settings, "0", guard=True)
         assert json.loads(out)["identity"] == self.render().identity
+
+    def test_one_plan_serves_the_checks_and_both_renders(self) -> None:
+        """The probe render (which names the job) and the real one build from the plan the checks returned:
+        `plan` runs once per render, and the render is the one the plan gives."""
+        backend = self.backend()
+        plans: list[Any] = []
+        original = backend.plan
+
+        def counted(job: TrainingJob, settings: Any) -> Any:
+            plans.append(original(job, settings))
+            return plans[-1]
+
+        backend.plan = counted  # type: ignore[method-assign]
+        request = backend.render(self.job(), self.settings)
+        assert len(plans) == 1
+        assert request.to_dict() == self.render().to_dict()
 
     def test_identity_is_stable_and_carried_by_the_request(self) -> None:
         request = self.render()

@@ -207,7 +207,7 @@ class LoopbackPlatform(ABC):
     unspecified_states: tuple[str, ...] = ()
 
     @abstractmethod
-    def backend(self) -> Backend[Any]:
+    def backend(self) -> Backend[Any, Any]:
         """A backend whose client talks to this platform, with a retry policy that does not really sleep."""
 
     @abstractmethod

@@ -24,7 +24,7 @@ from crosstrain.backends._google import (
     uploaded_object,
 )
 from crosstrain.backends.aiplatform.emulate import EMULATION
-from crosstrain.backends.aiplatform.plan import _data_notes, _package_args, _plan, _replica_config, scale_tier
+from crosstrain.backends.aiplatform.plan import Plan, _data_notes, _package_args, _plan, _replica_config, scale_tier
 from crosstrain.backends.aiplatform.settings import (
     _ENDING,
     _JOBS_PATH,
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from crosstrain.spec import TrainingJob
 
 
-class AIPlatformBackend(Backend[AIPlatformSettings]):
+class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
     """Legacy AI Platform Training. Example: `crosstrain render job.yaml --target aiplatform --format gcloud`."""
 
     emulation = EMULATION
@@ -122,8 +122,11 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
         self.storage_client = storage_client
 
     # -- render (pure) -------------------------------------------------------------------------------------
-    def platform_refusals(self, job: TrainingJob, settings: AIPlatformSettings) -> list[Problem]:
-        return _plan(job, settings)[1]
+    def plan(self, job: TrainingJob, settings: AIPlatformSettings) -> Plan:
+        plan, problems = _plan(job, settings)
+        if plan is None or problems:
+            raise Unsupported(self.name, problems)
+        return plan
 
     def data_refusals(self, job: TrainingJob, settings: AIPlatformSettings) -> list[Problem]:
         return data_refusals(job, "AI Platform Training", fuse=False)
@@ -133,10 +136,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings]):
     ) -> str:
         return data_node_path(location, fuse=False)
 
-    def _render(self, job: TrainingJob, settings: AIPlatformSettings, ids: Ids) -> Request:
-        plan, problems = _plan(job, settings)
-        if plan is None:
-            raise Unsupported(self.name, problems)
+    def _render(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity
         tier = scale_tier(job)
         training_input: dict[str, Any] = {"scaleTier": tier.name if tier else "CUSTOM", "region": settings.region}

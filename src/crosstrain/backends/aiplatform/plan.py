@@ -34,13 +34,13 @@ class _PoolPlan:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     pools: dict[str, _PoolPlan]  # by role
     bundle: packaging.Bundle | None  # the code (or function) the job ships
     staged: tuple[str, str] | None  # (bucket, object) it goes to
 
 
-def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[_Plan | None, list[Problem]]:
+def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[Plan | None, list[Problem]]:
     """What the job is on AI Platform Training (each pool's machine and image, where its code goes), or every
     reason it cannot be: the render builds from the plan only. A reduction server is refused by the generic
     capability check, which points to --target vertex."""
@@ -152,7 +152,7 @@ def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[_Plan | None,
         return None, list(dict.fromkeys(problems))  # pools that inherit the same field report it once
     bundle = packaging.for_job(job)
     staged = staged_object(settings.staging_bucket, bundle.short) if bundle and settings.staging_bucket else None
-    return _Plan(pools, bundle, staged), []
+    return Plan(pools, bundle, staged), []
 
 
 def scale_tier(job: TrainingJob) -> catalog.ScaleTier | None:

@@ -21,7 +21,7 @@ from crosstrain.backends.azureml.logs import (
     _log_who,
     _LogReader,
 )
-from crosstrain.backends.azureml.plan import _distribution, _identity, _plan
+from crosstrain.backends.azureml.plan import Plan, _distribution, _identity, _plan
 from crosstrain.backends.azureml.settings import (
     _JOB_TIERS,
     _PRIORITY,
@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     from crosstrain.spec import TrainingJob
 
 
-class AzureMLBackend(Backend[AzureMLSettings]):
+class AzureMLBackend(Backend[AzureMLSettings, Plan]):
     """Azure ML command jobs. Example: `crosstrain submit job.yaml -t azureml --set workspace=my-ws`."""
 
     emulation = EMULATION
@@ -137,8 +137,14 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         self._lock = threading.Lock()
 
     # -- render (pure) -------------------------------------------------------------------------------------
+    def plan(self, job: TrainingJob, settings: AzureMLSettings) -> Plan:
+        plan, problems = _plan(job, settings)
+        if plan is None or problems:
+            raise Unsupported(self.name, problems)
+        return plan
+
     def platform_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
-        problems = _plan(job, settings)[1]
+        problems = []
         try:
             bundle = packaging.for_job(job, ignore_files=AML_IGNORE_FILES)
             if bundle is not None:
@@ -219,10 +225,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
     ) -> str:
         return "${{" + f"{direction}.{name}" + "}}"
 
-    def _render(self, job: TrainingJob, settings: AzureMLSettings, ids: Ids) -> Request:
-        plan, problems = _plan(job, settings)
-        if plan is None:
-            raise Unsupported(self.name, problems)
+    def _render(self, job: TrainingJob, settings: AzureMLSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity
         workspace = workspace_path(settings)
         job_url = f"{ARM}{workspace}/jobs/{identity}?api-version={API_VERSION}"
@@ -486,8 +489,7 @@ class AzureMLBackend(Backend[AzureMLSettings]):
         if existing is None:
             code = _CodeCalls.of(request)
             if code is not None:
-                assert request.code is not None  # request_problems
-                bundle = packaging.check_unchanged(request.code)
+                bundle = packaging.check_unchanged(code.folder)
                 code_id = self._ship_code(pipeline, code, bundle)
                 if code_id != create.body["properties"].get("codeId"):
                     properties = {**create.body["properties"], "codeId": code_id}

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 # -- the plan: what the job means on Azure ----------------------------------------------------------------
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     nodes: int
     processes_per_node: int  # what Azure starts on each node
     launcher_processes: int | None  # per-node mode: what crosstrain's launcher starts on each node
@@ -45,7 +45,7 @@ class _Plan:
     environment_note: str | None
 
 
-def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, list[Problem]]:
+def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, list[Problem]]:
     problems: list[Problem] = []
     pool = job.pools()[0]
     machine = catalog.ResolvedMachine(None)
@@ -189,7 +189,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[_Plan | None, li
         registers_image, note = pool.image, None
     else:
         return None, problems  # refused above: no environment, no image
-    plan = _Plan(
+    plan = Plan(
         nodes=nodes,
         processes_per_node=per_node,
         launcher_processes=launcher,
@@ -334,7 +334,7 @@ def _identity(value: str) -> dict[str, str] | None:
     return None
 
 
-def _distribution(plan: _Plan) -> dict[str, Any]:
+def _distribution(plan: Plan) -> dict[str, Any]:
     if plan.framework == "tensorflow":
         return {
             "distributionType": "TensorFlow",

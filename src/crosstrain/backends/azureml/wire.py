@@ -282,6 +282,7 @@ class _CodeCalls:
     upload: HttpCall
     register: HttpCall
     id: str
+    folder: packaging.CodeRef
 
     @property
     def all(self) -> tuple[HttpCall, ...]:
@@ -293,8 +294,10 @@ class _CodeCalls:
         uploads = [i for i, call in enumerate(calls) if _is_blob_upload(call)]
         if not uploads:
             return None
+        if request.code is None:
+            raise SubmitError("the request uploads code but names no folder; render it again")
         i = uploads[0]
         if i < 2 or i + 1 >= len(calls) - 1:
             raise SubmitError("the request's code calls are not in the order render makes them; render it again")
         code_id = str(request.create.body["properties"].get("codeId") or "")
-        return cls(calls[i - 2], calls[i - 1], calls[i], calls[i + 1], code_id)
+        return cls(calls[i - 2], calls[i - 1], calls[i], calls[i + 1], code_id, request.code)

@@ -44,7 +44,7 @@ from crosstrain.backends.databricks.logs import (
     log_conf,
     log_destination,
 )
-from crosstrain.backends.databricks.plan import _library, _Plan
+from crosstrain.backends.databricks.plan import Plan, Planned, _library
 from crosstrain.backends.databricks.settings import (
     _SMALL_GPU,
     FINGERPRINT_TAG,
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from databricks.sdk.service.jobs import Run
 
 
-class DatabricksBackend(Backend[DatabricksSettings]):
+class DatabricksBackend(Backend[DatabricksSettings, Planned]):
     """Databricks one-time runs that call TorchDistributor. Example: `crosstrain submit job.yaml -t databricks`."""
 
     emulation = EMULATION
@@ -118,8 +118,14 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         self._clients: dict[tuple[str, str | None], WorkspaceClient] = {}
 
     # -- render (pure) -------------------------------------------------------------------------------------
+    def plan(self, job: TrainingJob, settings: DatabricksSettings) -> Planned:
+        plan = Plan(job, settings)
+        if plan.call is None or plan.bundle is None or plan.problems:
+            raise Unsupported(self.name, plan.problems)
+        return Planned(plan, plan.call, plan.bundle)
+
     def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
-        problems = list(_Plan(job, settings).problems)
+        problems = []
         pool = job.pools()[0]
         if "CUDA_VISIBLE_DEVICES" in pool.env or "CUDA_VISIBLE_DEVICES" in pool.secrets:
             problems.append(
@@ -205,18 +211,16 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             return "/dbfs/" + path.removeprefix("dbfs:/").lstrip("/")
         return path
 
-    def _render(self, job: TrainingJob, settings: DatabricksSettings, ids: Ids) -> Request:
-        plan = _Plan(job, settings)
-        if plan.call is None or plan.bundle is None:
-            raise Unsupported(self.name, plan.problems)
+    def _render(self, job: TrainingJob, settings: DatabricksSettings, planned: Planned, ids: Ids) -> Request:
+        plan, bundle = planned.shape, planned.bundle
         identity = ids.identity
-        host, call = settings.host, plan.call
+        host, call = settings.host, planned.call
         calls: list[HttpCall] = []
         notes: list[str] = []
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
-        calls += self._bundle_calls(plan.bundle, plan.archive_size, settings)
-        code_dir = f"{settings.workspace_dir}/code/{plan.bundle.short}"
-        archive = f"{settings.volume or settings.workspace_dir}/code/{plan.bundle.short}/{packaging.ARCHIVE_NAME}"
+        calls += self._bundle_calls(bundle, plan.archive_size, settings)
+        code_dir = f"{settings.workspace_dir}/code/{bundle.short}"
+        archive = f"{settings.volume or settings.workspace_dir}/code/{bundle.short}/{packaging.ARCHIVE_NAME}"
         call = dataclasses.replace(call, code=archive)
         if plan.local_file is not None:
             data = plan.local_data
@@ -284,7 +288,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         )
         ships = job.code is not None or job.function_payload is not None
         if ships:
-            notes.append(f"ships {plan.bundle.describe()}")
+            notes.append(f"ships {bundle.describe()}")
         notes.append(
             f"the cluster delivers its logs to {log_destination(settings, identity)}/<cluster id>/ (about every "
             "5 minutes); `crosstrain logs --follow` reads the driver's stdout and stderr there"
@@ -296,7 +300,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
             tuple(calls),
             settings.model_dump(mode="json"),
             tuple(notes),
-            code=plan.bundle.ref if ships else None,
+            code=bundle.ref if ships else None,
         )
 
     @staticmethod
@@ -386,7 +390,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         return calls
 
     def _cluster(
-        self, job: TrainingJob, settings: DatabricksSettings, plan: _Plan, ids: Ids, notes: list[str]
+        self, job: TrainingJob, settings: DatabricksSettings, plan: Plan, ids: Ids, notes: list[str]
     ) -> dict[str, Any]:
         pool: PoolView = plan.pool
         node_type = plan.machine.machine_type
@@ -439,7 +443,7 @@ class DatabricksBackend(Backend[DatabricksSettings]):
         return cluster
 
     @staticmethod
-    def _driver(plan: _Plan) -> str:
+    def _driver(plan: Plan) -> str:
         kind = plan.machine.gpu or _SMALL_GPU[plan.cloud or "aws"]
         try:
             driver = catalog.resolve(plan.platform, machine_type=None, gpu=kind, gpu_count=1).machine_type

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from crosstrain import catalog, packaging, uploads
 from crosstrain.backends.databricks import wire
@@ -24,9 +25,6 @@ from crosstrain.databricks_task import DistributorCall
 from crosstrain.errors import Problem
 from crosstrain.spec import TrainingJob
 
-if TYPE_CHECKING:
-    pass
-
 
 def _library(spec: str) -> dict[str, Any]:
     """A cluster library from a PyPI requirement or a wheel path."""
@@ -35,7 +33,16 @@ def _library(spec: str) -> dict[str, Any]:
     return {"pypi": {"package": spec}}
 
 
-class _Plan:
+@dataclass(frozen=True)
+class Planned:
+    """A plan that runs: its shape, and the TorchDistributor call and code bundle it found."""
+
+    shape: Plan
+    call: DistributorCall
+    bundle: packaging.Bundle
+
+
+class Plan:
     """What render derives from the job before writing the body: the cluster shape and the training target."""
 
     def __init__(self, job: TrainingJob, settings: DatabricksSettings) -> None:

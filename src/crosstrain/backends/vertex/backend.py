@@ -46,6 +46,7 @@ from crosstrain.backends.base import (
 from crosstrain.backends.vertex.emulate import EMULATION
 from crosstrain.backends.vertex.gcloud import gcloud_command
 from crosstrain.backends.vertex.plan import (
+    Plan,
     _creation_order,
     _handle,
     _label_filter,
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
     from crosstrain.spec import TrainingJob
 
 
-class VertexBackend(Backend[VertexSettings]):
+class VertexBackend(Backend[VertexSettings, Plan]):
     """Vertex AI CustomJobs. Example: `crosstrain submit job.yaml --target vertex --set project=my-proj`."""
 
     emulation = EMULATION
@@ -143,8 +144,11 @@ class VertexBackend(Backend[VertexSettings]):
         self._logging_clients: dict[str, Any] = {}
 
     # -- render (pure) -------------------------------------------------------------------------------------
-    def platform_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
-        return _plan(job, settings)[1]
+    def plan(self, job: TrainingJob, settings: VertexSettings) -> Plan:
+        plan, problems = _plan(job, settings)
+        if plan is None or problems:
+            raise Unsupported(self.name, problems)
+        return plan
 
     def data_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
         return data_refusals(job, "Vertex AI", fuse=True)
@@ -152,10 +156,7 @@ class VertexBackend(Backend[VertexSettings]):
     def node_path(self, job: TrainingJob, settings: VertexSettings, direction: str, name: str, location: Any) -> str:
         return data_node_path(location, fuse=True)
 
-    def _render(self, job: TrainingJob, settings: VertexSettings, ids: Ids) -> Request:
-        plan, problems = _plan(job, settings)
-        if plan is None:
-            raise Unsupported(self.name, problems)
+    def _render(self, job: TrainingJob, settings: VertexSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity
         notes: list[str] = []
         pools: list[dict[str, Any]] = [{}, {}, {}, {}]

@@ -51,14 +51,14 @@ class _PoolPlan:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     pools: dict[str, _PoolPlan]  # by role
     bundle: packaging.Bundle | None  # the code (or function) the job ships
     staged: tuple[str, str] | None  # (bucket, object) it goes to
     reducer: tuple[int, str] | None  # the reduction server's replicas, and why that many
 
 
-def _plan(job: TrainingJob, settings: VertexSettings) -> tuple[_Plan | None, list[Problem]]:
+def _plan(job: TrainingJob, settings: VertexSettings) -> tuple[Plan | None, list[Problem]]:
     """What the job is on Vertex AI (each pool's machine and image, the bucket its code goes to, the reduction
     server's size), or every reason it cannot be: the render builds from the plan only."""
     problems = label_problems(job)
@@ -116,7 +116,7 @@ def _plan(job: TrainingJob, settings: VertexSettings) -> tuple[_Plan | None, lis
     pools = {role: _PoolPlan(machine, images[role]) for role, machine in machines.items()}
     bundle = packaging.for_job(job)
     staged = staged_object(settings.staging_bucket, bundle.short) if bundle and settings.staging_bucket else None
-    return _Plan(pools, bundle, staged, reducer), []
+    return Plan(pools, bundle, staged, reducer), []
 
 
 def reduction_server_image(region: str) -> str:
