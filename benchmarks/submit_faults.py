@@ -29,12 +29,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]  # this checkout, and the platform fakes beside its tests
 
-from crosstrain.backends.base import JobHandle  # noqa: E402
+from crosstrain.backends.loopback import LoopbackPlatform, LoopbackService  # noqa: E402
 from crosstrain.errors import CrosstrainError, SubmitError  # noqa: E402
 from crosstrain.loader import job_from_dict  # noqa: E402
+from crosstrain.records import JobHandle  # noqa: E402
 from crosstrain.retry import RetryPolicy  # noqa: E402
 from crosstrain.testing.conformance import BASE_JOB, merge  # noqa: E402
-from crosstrain.testing.loopback import LoopbackPlatform, LoopbackService  # noqa: E402
 
 #: backend -> (the module:class of its loopback platform, the job changes it needs, the faults its create plays)
 PLATFORMS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {

@@ -27,9 +27,9 @@ from typing import Any, Literal
 from hypothesis import strategies as st
 
 from crosstrain import catalog
-from crosstrain.backends import create_backend
 from crosstrain.errors import SpecError
 from crosstrain.loader import job_from_dict
+from crosstrain.registry import create_backend
 
 Kind = Literal["accepted", "refused", "vague", "invalid", "crashed"]
 KINDS: tuple[Kind, ...] = ("accepted", "refused", "vague", "invalid", "crashed")
@@ -303,7 +303,7 @@ _label_value = st.one_of(
 
 def _settings_sections() -> st.SearchStrategy[dict[str, Any]]:
     """`targets:` sections: each target's own setting names with plausible or junk values, and unknown names."""
-    from crosstrain.backends import BUILTIN_BACKENDS, get_backend_class
+    from crosstrain.registry import BUILTIN_BACKENDS, get_backend_class
 
     sections = {}
     for name in BUILTIN_BACKENDS:

@@ -25,17 +25,17 @@ from typing import Any
 
 import pytest
 
-from crosstrain.backends import create_backend
 from crosstrain.backends.aiplatform.backend import AIPlatformBackend
 from crosstrain.backends.azureml.backend import AzureMLBackend
 from crosstrain.backends.azureml.settings import STATE_MAP
-from crosstrain.backends.base import JobHandle, Request
+from crosstrain.backends.loopback import Call
 from crosstrain.backends.vertex.backend import VertexBackend
 from crosstrain.errors import NotConfigured, SpecError, TransientError
 from crosstrain.loader import job_from_dict
+from crosstrain.records import JobHandle, Request
+from crosstrain.registry import create_backend
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.conformance import BASE_JOB
-from crosstrain.testing.loopback import Call
 from tests.backends.aiplatform_server import AIPlatformPlatform, MLService
 from tests.backends.azureml_cloud import WORKSPACE, AzureMLPlatform, FakeCredential
 from tests.backends.databricks_workspace import DatabricksPlatform
@@ -489,8 +489,8 @@ def test_control_the_azure_pipeline_sends_any_url_with_the_token(clean_env: dict
     """Without the check, the MLClient's pipeline asks for the ARM token and connects to whatever the URL says."""
     from crosstrain.adaptors import azure
     from crosstrain.backends.azureml.wire import _send
-    from crosstrain.backends.base import HttpCall
     from crosstrain.errors import SubmitError
+    from crosstrain.records import HttpCall
 
     credential = RecordingCredential()
     pipeline = azure.ml_client(credential, *WORKSPACE.values(), timeout=2.0).jobs.service_client_01_2025_preview

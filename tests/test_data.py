@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 import crosstrain
-from crosstrain.backends import create_backend
-from crosstrain.backends.base import Request
 from crosstrain.databricks_task import DistributorCall, train_on_rank
 from crosstrain.errors import Problem, SpecError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
+from crosstrain.records import Request
+from crosstrain.registry import create_backend
 from tests.backends.validators import assert_valid
 from tests.conftest import ROOT
 

@@ -86,8 +86,8 @@ def test_the_notebook_function_example_runs_under_databricks_emulation() -> None
 def test_a_function_on_a_google_target_needs_a_staging_bucket(target: str) -> None:
     """A function ships as a code package, as `code:` does; without a bucket its render once crashed on an assert."""
     from crosstrain import api
-    from crosstrain.backends import create_backend
     from crosstrain.errors import Unsupported
+    from crosstrain.registry import create_backend
 
     job = api.with_function(all_reduce_ranks, {"name": "fn", "image": "img:1", "primary": {"machine": "n1-standard-8"}})
     backend = create_backend(target, environ={})

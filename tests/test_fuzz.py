@@ -137,9 +137,9 @@ FOUND: list[tuple[str, dict[str, Any], set[str]]] = [
 def test_what_fuzzing_found_is_refused_with_its_path(
     case: str, spec: dict[str, Any], paths: set[str], folder: Path
 ) -> None:
-    from crosstrain.backends import create_backend
     from crosstrain.errors import SpecError
     from crosstrain.loader import job_from_dict
+    from crosstrain.registry import create_backend
 
     result = fuzzing.outcome(case, spec, folder)
     assert result.kind == "refused", result.report(case, spec)

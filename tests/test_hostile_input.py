@@ -615,7 +615,7 @@ def test_the_fake_clouds_store_failing_is_a_submit_failure_exit_3(tmp_path: Path
 
 
 BROKEN_PLUGIN = """
-from crosstrain.backends import register
+from crosstrain.registry import register
 from crosstrain.cli import main
 
 register("broken", "broken_plugin:Backend")  # a third-party backend whose module fails to import

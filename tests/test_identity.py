@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from crosstrain.backends import create_backend
 from crosstrain.loader import job_from_dict
+from crosstrain.registry import create_backend
 from crosstrain.testing.conformance import BASE_JOB, merge
 
 SETTINGS: dict[str, dict[str, Any]] = {

@@ -55,13 +55,15 @@ def test_the_archive_holds_the_files_less_the_ignored_ones_and_crosstrains_runti
     assert not any("data/" in name or name.endswith(".pyc") or "/.git/" in name for name in members)
 
 
-def test_every_runtime_module_travels() -> None:
-    """A module added under crosstrain/runtime/ (one per platform) that the bundle leaves out would fail to import
-    on a node with no crosstrain installed."""
+def test_every_node_side_module_travels() -> None:
+    """The shipped files are the node side's entry points and what they import: a module added under
+    crosstrain/runtime/ (one per platform) travels without a list to keep, and no client-side module does."""
     source = Path(packaging.__file__).parent
     runtime = {str(path.relative_to(source)) for path in (source / "runtime").rglob("*.py")}
-    assert runtime <= set(packaging.RUNTIME_FILES)
-    assert "runtime/platforms/vertex.py" in runtime
+    shipped = set(packaging.node_side_files())
+    assert runtime <= shipped
+    assert {"launch.py", "databricks_task.py", "function.py", "errors.py", "secrets.py"} <= shipped
+    assert not shipped & {"api.py", "spec.py", "packaging.py", "settings.py", "registry.py", "records.py"}
 
 
 def test_crosstrainignore_wins_over_gitignore(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crosstrain.backends.base import JobState, JobStatus
 from crosstrain.progress import Progress, elapsed_text
+from crosstrain.records import JobState, JobStatus
 
 
 def test_plain_lines_only_when_the_state_changes() -> None:

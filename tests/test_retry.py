@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from crosstrain.backends import create_backend
-from crosstrain.backends.base import HttpCall, JobHandle
 from crosstrain.backends.fake import FakeCloud
 from crosstrain.errors import SubmitError, TransientError
 from crosstrain.loader import job_from_dict
+from crosstrain.records import HttpCall, JobHandle
+from crosstrain.registry import create_backend
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.conformance import BASE_JOB
 

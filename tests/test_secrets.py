@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from crosstrain.backends import create_backend
-from crosstrain.backends.base import Request
 from crosstrain.errors import SpecError, Unsupported
 from crosstrain.loader import job_from_dict
+from crosstrain.records import Request
+from crosstrain.registry import create_backend
 from crosstrain.testing.conformance import BASE_JOB, SECRET_REFERENCES, merge
 from tests.backends.discovery import assert_conforms
 

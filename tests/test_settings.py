@@ -79,7 +79,7 @@ def test_parse_assignments() -> None:
     ],
 )
 def test_a_validators_value_error_gives_its_fix(target: str, settings: dict[str, str], path: str, fix: str) -> None:
-    from crosstrain.backends import get_backend_class
+    from crosstrain.registry import get_backend_class
 
     with pytest.raises(SpecError) as err:
         resolve_settings(get_backend_class(target).settings_model, target, section=settings)

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from crosstrain.api import render, run, submit, validate
-    from crosstrain.backends import create_backend
-    from crosstrain.backends.base import Backend, HttpCall, JobHandle, JobState, JobStatus, Request
+    from crosstrain.backends.base import Backend
     from crosstrain.errors import (
         CrosstrainError,
         FunctionFailed,
@@ -30,6 +29,8 @@ if TYPE_CHECKING:
         Unsupported,
     )
     from crosstrain.loader import load_job
+    from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, Request
+    from crosstrain.registry import create_backend
     from crosstrain.spec import TrainingJob
 
 _LAZY = {

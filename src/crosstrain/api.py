@@ -9,14 +9,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.backends import create_backend, entries, get_backend_class
-from crosstrain.backends.base import CREDENTIAL_HEADERS
 from crosstrain.errors import CrosstrainError, Problem, SpecError, UnknownBackend
 from crosstrain.loader import job_from_dict, load_job
+from crosstrain.records import CREDENTIAL_HEADERS
+from crosstrain.registry import create_backend, entries, get_backend_class
 from crosstrain.spec import TrainingJob
 
 if TYPE_CHECKING:
-    from crosstrain.backends.base import JobHandle, Request
+    from crosstrain.records import JobHandle, Request
 
 
 def choose_target(job: TrainingJob, target: str | None) -> str:
@@ -224,7 +224,7 @@ def submit(
     A request is sent as it is: `settings` then say where this machine sends credentials (e.g.
     `host="https://..."`, over the environment), and a request that points elsewhere is refused.
     """
-    from crosstrain.backends.base import Request
+    from crosstrain.records import Request
 
     if callable(job) and not isinstance(job, Request | TrainingJob):
         if target is None or isinstance(target, Request):
@@ -318,7 +318,7 @@ def read_request(text: str, name: str | None = None) -> Request | None:
     Parsed within `inputs.REQUEST`'s limits; a request with a field of the wrong type is a `SpecError` naming it.
     """
     from crosstrain import inputs
-    from crosstrain.backends.base import Request
+    from crosstrain.records import Request
 
     if not text.lstrip().startswith("{"):
         return None

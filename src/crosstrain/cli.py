@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from crosstrain.backends import BUILTIN_BACKENDS
 from crosstrain.errors import CrosstrainError, ExitCode, JobFailed, Problem, SpecError, UsageError, WaitTimeout
 from crosstrain.inputs import cut
+from crosstrain.registry import BUILTIN_BACKENDS
 
 if TYPE_CHECKING:
-    from crosstrain.backends.base import Request
+    from crosstrain.records import Request
     from crosstrain.spec import TrainingJob
 
 EPILOG = """exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage, 3 submission failed,
@@ -183,7 +183,7 @@ def _version() -> str:
 def _load_handle(source: str) -> Any:
     """A handle from the text itself (JSON), a file holding it, or stdin (`-`)."""
     from crosstrain import inputs
-    from crosstrain.backends.base import JobHandle
+    from crosstrain.records import JobHandle
 
     is_text = source.lstrip()[:1] in ("{", "[", '"')
     if source != "-" and not is_text and not os.path.lexists(source):
@@ -225,7 +225,7 @@ def _target(args: argparse.Namespace) -> str | None:
 def cmd_render(args: argparse.Namespace) -> int:
     job = _load_job(args.job)
     from crosstrain import api
-    from crosstrain.backends import create_backend
+    from crosstrain.registry import create_backend
 
     job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))
@@ -296,7 +296,7 @@ def _job_or_request(source: str) -> TrainingJob | Request:
 def cmd_submit(args: argparse.Namespace) -> int:
     loaded = _job_or_request(args.job)
     from crosstrain import api
-    from crosstrain.backends.base import Request
+    from crosstrain.records import Request
 
     if isinstance(loaded, Request):
         handle = api.submit(loaded, **_handle_settings(args))  # --set: what the request must match
@@ -398,8 +398,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     import time
 
     from crosstrain import api
-    from crosstrain.backends import create_backend
     from crosstrain.progress import elapsed_text
+    from crosstrain.registry import create_backend
 
     backend = create_backend(args.target)
     jobs = list(itertools.islice(backend.list_jobs(api.settings_for(args.target, _settings(args))), max(args.limit, 0)))
@@ -443,7 +443,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    from crosstrain.backends import entries, get_backend_class
+    from crosstrain.registry import entries, get_backend_class
     from crosstrain.settings import env_vars
 
     known = entries()

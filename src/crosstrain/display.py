@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from crosstrain.backends.base import JobHandle, Request
+    from crosstrain.records import JobHandle, Request
     from crosstrain.spec import TrainingJob
 
 

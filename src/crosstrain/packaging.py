@@ -24,9 +24,11 @@ only, and the file count and total size are bounded before anything is read in f
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import glob
 import gzip
 import hashlib
@@ -54,29 +56,15 @@ IGNORE_FILES: tuple[str, ...] = (".crosstrainignore", ".gitignore")
 ALWAYS_IGNORED = (".git/",)
 #: Every archive member's mtime: 2000-01-01, after the 1980 floor of the zip files pip builds from an sdist.
 ARCHIVE_MTIME = 946684800
-#: crosstrain's files that run on the nodes: the standard library and torch are all they import.
-RUNTIME_FILES: tuple[str, ...] = (
-    "__init__.py",
-    "errors.py",
-    "secrets.py",
+#: Where the node side starts: what a node runs (the launcher, the Databricks task, a shipped function's runner)
+#: and what a job imports (`crosstrain.runtime`). The crosstrain modules they import ship with them, found by
+#: reading their imports (`node_side_files`); besides those, they import only the standard library and torch.
+NODE_ENTRY_POINTS: tuple[str, ...] = (
     "launch.py",
     "databricks_task.py",
     "function.py",
     "runtime/__init__.py",
-    "runtime/env.py",
-    "runtime/platforms/__init__.py",
-    "runtime/platforms/base.py",
-    "runtime/platforms/aiplatform.py",
-    "runtime/platforms/azureml.py",
-    "runtime/platforms/azureml_mpi.py",
-    "runtime/platforms/databricks.py",
-    "runtime/platforms/plain.py",
-    "runtime/platforms/single.py",
-    "runtime/platforms/torchelastic.py",
-    "runtime/platforms/vertex.py",
-    "runtime/dist.py",
-    "runtime/join.py",
-    "runtime/secrets.py",
+    "runtime/secrets.py",  # `python -m crosstrain.runtime.secrets -- COMMAND`
 )
 
 
@@ -275,11 +263,57 @@ def _changed(folder: Path | None, path: str) -> UploadRefused:
     )
 
 
+@functools.cache
+def node_side_files() -> tuple[str, ...]:
+    """crosstrain's files that run on the nodes, relative to the package: the entry points, every crosstrain
+    module they import (at any depth, at import time or in a function; not under TYPE_CHECKING), and the
+    `__init__.py` of each package on the way (crosstrain's own is shipped as the package, not followed)."""
+    here = Path(__file__).parent
+    found = {"__init__.py"}
+    todo = list(NODE_ENTRY_POINTS)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        parts = name.split("/")[:-1]
+        todo += ["/".join([*parts[:depth], "__init__.py"]) for depth in range(1, len(parts) + 1)]
+        for module in _crosstrain_imports(ast.parse((here / name).read_bytes())):
+            path = _module_path(here, module)
+            if path is not None:
+                todo.append(path)
+    return tuple(sorted(found, key=lambda name: (name.count("/"), name)))
+
+
+def _crosstrain_imports(tree: ast.AST) -> Iterator[str]:
+    """The crosstrain modules (and names that may be modules) a module imports, outside `if TYPE_CHECKING:`."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names if alias.name.split(".")[0] == "crosstrain")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "crosstrain":
+            yield str(node.module)
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+        yield from _crosstrain_imports(node)
+
+
+def _module_path(here: Path, module: str) -> str | None:
+    """`crosstrain.a.b` -> `a/b.py` or `a/b/__init__.py` under `here`; None for a name that is no module."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return None
+    for candidate in ("/".join(parts) + ".py", "/".join([*parts, "__init__.py"])):
+        if (here / candidate).is_file():
+            return candidate
+    return None
+
+
 def runtime_files() -> tuple[CodeFile, ...]:
     """crosstrain's own files that run on the nodes, read from this installation."""
     here = Path(__file__).parent
     files = []
-    for name in RUNTIME_FILES:
+    for name in node_side_files():
         data = (here / name).read_bytes()
         files.append(_generated(f"{PACKAGE}/crosstrain/{name}", data))
     bootstrap = (here / "bootstrap.py").read_bytes()

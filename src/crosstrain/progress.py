@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from crosstrain.backends.base import JobStatus
+    from crosstrain.records import JobStatus
 
 
 def elapsed_text(seconds: float) -> str:

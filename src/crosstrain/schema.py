@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from crosstrain.backends import entries, get_backend_class
 from crosstrain.errors import CrosstrainError
+from crosstrain.registry import entries, get_backend_class
 from crosstrain.spec import TrainingJob
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"

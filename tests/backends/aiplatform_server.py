@@ -2,7 +2,7 @@
 
 `MLService` is a `LoopbackService` that speaks `projects.jobs` create (409 ALREADY_EXISTS on a taken jobId),
 get and cancel. Faults are scripted per operation, "create", "get" and "cancel", and mean what they mean on
-every platform fake (`crosstrain.testing.loopback`). A "late" create that takes effect after the client has
+every platform fake (`crosstrain.backends.loopback`). A "late" create that takes effect after the client has
 already made the job meets the same jobId and is refused with 409, as the real service refuses it: the jobId
 is the idempotency key.
 
@@ -23,9 +23,9 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.backends.aiplatform.backend import AIPlatformBackend
-from crosstrain.backends.base import JobHandle
+from crosstrain.backends.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
+from crosstrain.records import JobHandle
 from crosstrain.retry import RetryPolicy
-from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 from tests.backends.discovery import document
 
 if TYPE_CHECKING:

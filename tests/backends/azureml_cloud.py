@@ -1,4 +1,4 @@
-"""A small Azure ML control plane on `crosstrain.testing.loopback`, for driving the real `MLClient` offline.
+"""A small Azure ML control plane on `crosstrain.backends.loopback`, for driving the real `MLClient` offline.
 
 * `AzureMLService` is the server side (a `LoopbackService`): it stores PUT resources by their ARM path (a PUT
   of an existing path returns it with 200, as create-or-update does for an identical body), moves each job
@@ -44,9 +44,10 @@ from azure.core.rest._requests_basic import RestRequestsTransportResponse
 
 from crosstrain.backends.azureml.backend import AzureMLBackend
 from crosstrain.backends.azureml.settings import API_VERSION
-from crosstrain.backends.base import Backend, JobHandle
+from crosstrain.backends.base import Backend
+from crosstrain.backends.loopback import Call, Dropped, LoopbackPlatform, LoopbackService, Reply, serving
+from crosstrain.records import JobHandle
 from crosstrain.retry import RetryPolicy
-from crosstrain.testing.loopback import Call, Dropped, LoopbackPlatform, LoopbackService, Reply, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"

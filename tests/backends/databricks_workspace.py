@@ -38,10 +38,11 @@ from types import TracebackType
 from typing import Any
 
 from crosstrain.adaptors.databricks import workspace_client
-from crosstrain.backends.base import Backend, JobHandle
+from crosstrain.backends.base import Backend
 from crosstrain.backends.databricks.backend import DatabricksBackend
+from crosstrain.backends.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
+from crosstrain.records import JobHandle
 from crosstrain.retry import RetryPolicy
-from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 
 #: path suffix -> operation name, as faults are scripted (API 2.1 and 2.2 alike).
 OPERATIONS = (

@@ -23,15 +23,15 @@ from requests import PreparedRequest
 from requests.adapters import HTTPAdapter
 
 from crosstrain.adaptors.google_rest import authorized_session
-from crosstrain.backends import create_backend
 from crosstrain.backends.aiplatform.backend import AIPlatformBackend
 from crosstrain.backends.aiplatform.settings import STATE_MAP, job_id
-from crosstrain.backends.base import JobHandle, JobState, Request
+from crosstrain.backends.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 from crosstrain.errors import IdentityConflict, JobFailed, MissingDependency, SubmitError, TransientError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
+from crosstrain.records import JobHandle, JobState, Request
+from crosstrain.registry import create_backend
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
-from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 from tests.backends.aiplatform_server import NATIVE_STATES, AIPlatformPlatform, MLService, loopback_session
 from tests.backends.test_vertex import golden_text
 from tests.backends.validators import assert_valid

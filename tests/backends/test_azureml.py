@@ -31,7 +31,6 @@ from azure.core.exceptions import IncompleteReadError, ServiceRequestError, Serv
 from azure.core.rest import HttpRequest
 
 from crosstrain import launch
-from crosstrain.backends import create_backend
 from crosstrain.backends.azureml.backend import AzureMLBackend
 from crosstrain.backends.azureml.settings import (
     AML_IGNORE_FILES,
@@ -42,7 +41,7 @@ from crosstrain.backends.azureml.settings import (
     STATE_MAP,
 )
 from crosstrain.backends.azureml.wire import anonymous_environment_version, code_content_hash, iso_duration, seconds_of
-from crosstrain.backends.base import JobHandle, JobState, Request
+from crosstrain.backends.loopback import Call, LoopbackPlatform
 from crosstrain.errors import (
     IdentityConflict,
     JobFailed,
@@ -53,11 +52,12 @@ from crosstrain.errors import (
     Unsupported,
 )
 from crosstrain.loader import job_from_dict, load_job
+from crosstrain.records import JobHandle, JobState, Request
+from crosstrain.registry import create_backend
 from crosstrain.retry import RetryPolicy
 from crosstrain.runtime import detect
 from crosstrain.spec import TrainingJob
 from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
-from crosstrain.testing.loopback import Call, LoopbackPlatform
 from tests.backends.azureml_cloud import (
     SUBSCRIPTION,
     WORKSPACE,

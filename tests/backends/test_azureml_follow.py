@@ -13,8 +13,8 @@ import pytest
 from azure.core.exceptions import ServiceResponseError
 
 from crosstrain.backends.azureml.backend import AzureMLBackend
-from crosstrain.backends.base import JobHandle, JobState
 from crosstrain.loader import job_from_dict
+from crosstrain.records import JobHandle, JobState
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.conformance import BASE_JOB, merge
 from tests.backends.azureml_cloud import (

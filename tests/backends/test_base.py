@@ -7,18 +7,11 @@ from typing import Any
 
 import pytest
 
-from crosstrain.backends import create_backend
-from crosstrain.backends.base import (
-    Capabilities,
-    HttpCall,
-    JobHandle,
-    JobState,
-    Request,
-    capability_problems,
-    identity_for,
-)
+from crosstrain.backends.base import Capabilities, capability_problems, identity_for
 from crosstrain.errors import SpecError
 from crosstrain.loader import job_from_dict
+from crosstrain.records import HttpCall, JobHandle, JobState, Request
+from crosstrain.registry import create_backend
 from crosstrain.testing.conformance import BASE_JOB, merge
 
 

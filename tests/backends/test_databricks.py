@@ -25,16 +25,17 @@ from typing import Any, ClassVar
 import pytest
 
 from crosstrain import packaging
-from crosstrain.backends import create_backend
-from crosstrain.backends.base import Backend, JobState, Request
+from crosstrain.backends.base import Backend
 from crosstrain.backends.databricks.wire import runtime_bundle
 from crosstrain.backends.local import inherited_environment
+from crosstrain.backends.loopback import LoopbackPlatform
 from crosstrain.databricks_task import DistributorCall
 from crosstrain.errors import IdentityConflict, JobFailed, SpecError, SubmitError, TransientError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
+from crosstrain.records import JobState, Request
+from crosstrain.registry import create_backend
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
-from crosstrain.testing.loopback import LoopbackPlatform
 from tests.backends.databricks_workspace import DatabricksPlatform, DatabricksWorkspace
 from tests.backends.validators import violations
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from crosstrain.backends.base import JobState
 from crosstrain.backends.databricks.backend import DatabricksBackend
 from crosstrain.backends.databricks.logs import _failing_rank, _not_seen
 from crosstrain.loader import job_from_dict
+from crosstrain.records import JobState
 from crosstrain.testing.conformance import BASE_JOB, merge
 from tests.backends.databricks_workspace import DatabricksPlatform
 

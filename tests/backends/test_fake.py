@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
-from crosstrain.backends import create_backend
-from crosstrain.backends.base import Backend, JobHandle, JobState
+from crosstrain.backends.base import Backend
 from crosstrain.backends.fake import STATE_MAP, FakeBackend, FakeCloud
+from crosstrain.backends.loopback import LoopbackPlatform
 from crosstrain.errors import JobFailed, WaitTimeout
 from crosstrain.loader import job_from_dict
+from crosstrain.records import JobHandle, JobState
+from crosstrain.registry import create_backend
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
-from crosstrain.testing.loopback import LoopbackPlatform
 
 
 class TestFakeConformance(BackendConformance):

@@ -24,14 +24,14 @@ import pytest
 import requests
 import yaml
 
-from crosstrain.backends import create_backend
 from crosstrain.backends._google import FUSE_BOOTSTRAP, fuse_bootstrap_args
 from crosstrain.backends.aiplatform.backend import AIPlatformBackend
-from crosstrain.backends.base import Request
 from crosstrain.backends.vertex.backend import VertexBackend
 from crosstrain.errors import SpecError, Unsupported
 from crosstrain.loader import load_job
 from crosstrain.packaging import ARCHIVE_NAME
+from crosstrain.records import Request
+from crosstrain.registry import create_backend
 from crosstrain.spec import TrainingJob
 from tests.backends.aiplatform_server import AIPlatformPlatform, loopback_session
 from tests.backends.validators import assert_valid

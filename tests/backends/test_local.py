@@ -21,14 +21,15 @@ from typing import Any
 import pytest
 
 import crosstrain
-from crosstrain.backends import create_backend
-from crosstrain.backends.base import Backend, JobHandle, JobState, Request
+from crosstrain.backends.base import Backend
 from crosstrain.backends.local import EMULATIONS, LocalBackend, inherited_environment
+from crosstrain.backends.loopback import LoopbackPlatform
 from crosstrain.errors import SpecError, Unsupported
 from crosstrain.launch import plan, with_node_count
+from crosstrain.records import JobHandle, JobState, Request
+from crosstrain.registry import create_backend
 from crosstrain.runtime import detect
 from crosstrain.testing.conformance import BackendConformance, SendConformance
-from crosstrain.testing.loopback import LoopbackPlatform
 from tests.conftest import ROOT
 from tests.runtime.test_multiprocess import alive
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from crosstrain.backends import create_backend
-from crosstrain.backends.base import Request
 from crosstrain.errors import SpecError
 from crosstrain.loader import job_from_dict
 from crosstrain.patch import merge
+from crosstrain.records import Request
+from crosstrain.registry import create_backend
 from crosstrain.testing.conformance import BASE_JOB
 from crosstrain.testing.conformance import merge as deep_merge
 from tests.backends.azureml_cloud import WORKSPACE
@@ -437,7 +437,7 @@ def test_checking_a_patch_imports_no_cloud_sdk() -> None:
     from tests.test_imports import BLOCKER, importtime
 
     code = (
-        "from crosstrain.loader import job_from_dict; from crosstrain.backends import create_backend\n"
+        "from crosstrain.loader import job_from_dict; from crosstrain.registry import create_backend\n"
         f"spec = job_from_dict({BASE_JOB!r} | {{'targets': {{'azureml': {{'patch': {USEFUL['azureml'][0]!r}}}}}}})\n"
         f"create_backend('azureml', environ={{}}).render(spec, {SETTINGS['azureml']!r})\n"
     )

@@ -10,7 +10,7 @@ import pytest
 
 from crosstrain.backends import _supervisor
 from crosstrain.backends._supervisor import Process, supervise
-from crosstrain.backends.base import JobState
+from crosstrain.records import JobState
 
 
 def test_a_long_run_says_it_is_running_and_keeps_its_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

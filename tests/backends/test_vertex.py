@@ -25,17 +25,18 @@ import pytest
 import yaml
 
 from crosstrain.adaptors import gapic
-from crosstrain.backends import create_backend
 from crosstrain.backends._google import FINGERPRINT_LABEL, IDENTITY_LABEL
-from crosstrain.backends.base import JobHandle, JobState, Request, launcher_command
+from crosstrain.backends.base import launcher_command
+from crosstrain.backends.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 from crosstrain.backends.vertex.backend import VertexBackend
 from crosstrain.backends.vertex.plan import reduction_server_image
 from crosstrain.backends.vertex.settings import egress_gbps
 from crosstrain.errors import IdentityConflict, JobFailed, SpecError, SubmitError, TransientError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
+from crosstrain.records import JobHandle, JobState, Request
+from crosstrain.registry import create_backend
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.conformance import BASE_JOB, BackendConformance, SendConformance, merge
-from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 from tests.backends.validators import assert_valid
 from tests.backends.vertex_server import VertexPlatform, loopback_client
 from tests.conftest import EXAMPLES, ROOT
@@ -494,7 +495,7 @@ def test_submit_without_the_sdk_says_which_extra_installs_it() -> None:
         "        if name.startswith('google.cloud.aiplatform'):\n"
         "            raise ImportError(name=name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "from crosstrain.backends import create_backend\n"
+        "from crosstrain.registry import create_backend\n"
         "from crosstrain.loader import job_from_dict\n"
         f"job = job_from_dict({BASE_JOB!r})\n"
         "try:\n"

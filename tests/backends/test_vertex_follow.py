@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from crosstrain.backends._google import IDENTITY_LABEL
-from crosstrain.backends.base import JobHandle, JobState
 from crosstrain.errors import JobFailed
 from crosstrain.loader import job_from_dict
+from crosstrain.records import JobHandle, JobState
 from crosstrain.testing.conformance import BASE_JOB, merge
 from tests.backends.vertex_server import ENDED, LogLine, VertexPlatform
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from crosstrain.backends.base import Request
+from crosstrain.records import Request
 from tests.backends.discovery import violations as discovery_violations
 
 #: Google label keys and values (../shared/reference/google.md, labels): at most 64 characters of lowercase
@@ -142,7 +142,7 @@ def azureml(request: Request) -> list[str]:
     from azure.ai.ml._restclient.arm_ml_service.models import JobBase
     from azure.ai.ml.entities import Command, Job
 
-    from crosstrain.backends import create_backend
+    from crosstrain.registry import create_backend
 
     found: list[str] = []
     disabled = logging.root.manager.disable

@@ -3,7 +3,7 @@
 It speaks `customJobs` create, list (with a `labels.KEY="VALUE"` filter, paged), get and cancel on
 http://127.0.0.1:PORT, so tests run the real GAPIC client, its REST transport, crosstrain's adaptor and retry
 policy. The operations faults are scripted by are "create", "find" (the list), "get" and "cancel"; the faults are
-the shared ones of `crosstrain.testing.loopback`.
+the shared ones of `crosstrain.backends.loopback`.
 
 `createTime` strictly increases (to the microsecond) in the order jobs are created, so the earliest job with an
 identity is well defined even for concurrent creates. A job moves one step along `plan` at each get, unless a
@@ -37,14 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 from crosstrain.adaptors import gapic
 from crosstrain.backends._google import IDENTITY_LABEL
+from crosstrain.backends.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 from crosstrain.backends.vertex.backend import VertexBackend
 from crosstrain.retry import RetryPolicy
-from crosstrain.testing.loopback import Call, LoopbackPlatform, LoopbackService, Reply, serving
 
 if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import JobServiceClient
 
-    from crosstrain.backends.base import JobHandle
+    from crosstrain.records import JobHandle
 
 _COLLECTION = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+)/customJobs$")
 _JOB = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+/customJobs/\d+)(:cancel)?$")

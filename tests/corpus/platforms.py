@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 
 from crosstrain.api import render, with_function
-from crosstrain.backends import create_backend
-from crosstrain.backends.base import Request
 from crosstrain.databricks_task import DistributorCall
+from crosstrain.records import Request
+from crosstrain.registry import create_backend
 from tests.backends.discovery import violations as discovery_violations
 from tests.corpus.cases import Case, Difference
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from crosstrain.backends.loopback import Call, LoopbackService, Reply, serving
 from crosstrain.runtime.secrets import SecretError, azure_reader, environment, google_reader, resolve
-from crosstrain.testing.loopback import Call, LoopbackService, Reply, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOGLE_REF = "projects/my-proj/secrets/hf-token"

@@ -11,8 +11,9 @@ from urllib.parse import parse_qs, urlencode
 from pydantic import AfterValidator
 
 from crosstrain import secrets
-from crosstrain.backends.base import HttpCall, Request, launcher_command, shown
+from crosstrain.backends.base import launcher_command, shown
 from crosstrain.errors import Problem, SubmitError
+from crosstrain.records import HttpCall, Request
 
 if TYPE_CHECKING:
     from collections.abc import Callable

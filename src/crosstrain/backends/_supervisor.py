@@ -28,8 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from crosstrain.backends.base import JobState
 from crosstrain.failures import classify, last_lines
+from crosstrain.records import JobState
 
 PLACEHOLDERS = ("${MASTER_PORT}", "${RUN_DIR}", "${PATH}")
 _EVENT = b'{"name": "torchelastic.worker.status.'

@@ -14,16 +14,14 @@ endpoint, workspace or project must be the configured one (`check_handle`, `chec
 from __future__ import annotations
 
 import dataclasses
-import enum
 import hashlib
 import json
 import os
 import re
-import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
 
@@ -36,11 +34,11 @@ from crosstrain.errors import (
     Unsupported,
     WaitTimeout,
 )
+from crosstrain.records import JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.settings import TargetSettings, configured_settings, redact, resolve_settings, url_credentials
 
 if TYPE_CHECKING:
     from crosstrain.backends.emulation import Emulation
-    from crosstrain.packaging import CodeRef
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
 
@@ -51,299 +49,6 @@ IDENTITY_WHY = (
 )
 NODES_WHY = "the job's node count, which its ranks and rendezvous are planned for (set workers.replicas)"
 FINGERPRINT_WHY = "it records the request's fingerprint, so a repeated submit adopts only a job made from this request"
-
-# Headers that carry credentials never appear in a rendered request.
-CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization"})
-
-
-@dataclass(frozen=True)
-class HttpCall:
-    """One HTTP call that submit will make, as the platform receives it (credentials left out)."""
-
-    method: str
-    url: str
-    body: Any = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    purpose: str = ""
-
-    def __post_init__(self) -> None:
-        leaked = CREDENTIAL_HEADERS & {h.lower() for h in self.headers}
-        if leaked:
-            raise ValueError(f"a rendered request must not carry credentials ({', '.join(sorted(leaked))})")
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"method": self.method, "url": self.url}
-        if self.headers:
-            out["headers"] = dict(self.headers)
-        if self.body is not None:
-            out["body"] = self.body
-        if self.purpose:
-            out["purpose"] = self.purpose
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HttpCall:
-        return cls(data["method"], data["url"], data.get("body"), data.get("headers") or {}, data.get("purpose", ""))
-
-
-@dataclass(frozen=True)
-class Request:
-    """Everything submit will send for one job on one target. The create call comes last."""
-
-    target: str
-    identity: str
-    job_name: str
-    calls: tuple[HttpCall, ...]
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    #: A digest of what this request asks the platform for, identity left out; recorded on the job, so a
-    #: different request under the same identity is refused instead of silently adopting the old job.
-    fingerprint: str = ""
-    #: The local folder the calls upload, and its digest at render (not part of the fingerprint: the digest
-    #: is, in the calls' destinations).
-    code: CodeRef | None = None
-
-    @property
-    def create(self) -> HttpCall:
-        return self.calls[-1]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "identity": self.identity,
-            "fingerprint": self.fingerprint,
-            "job_name": self.job_name,
-            "settings": dict(self.settings),
-            "calls": [c.to_dict() for c in self.calls],
-            "notes": list(self.notes),
-            **({"code": self.code.to_dict()} if self.code else {}),
-        }
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Request:
-        return cls(
-            target=data["target"],
-            identity=data["identity"],
-            job_name=data["job_name"],
-            calls=tuple(HttpCall.from_dict(c) for c in data["calls"]),
-            settings=dict(data.get("settings") or {}),
-            notes=tuple(data.get("notes") or ()),
-            fingerprint=str(data.get("fingerprint") or ""),
-            code=_code_ref(data.get("code")),
-        )
-
-    def _repr_html_(self) -> str:
-        from crosstrain.display import request_html
-
-        return request_html(self)
-
-
-class JobState(str, enum.Enum):
-    """The common state of a job on any platform; `JobStatus.native_state` keeps the platform's own."""
-
-    QUEUED = "QUEUED"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLING = "CANCELLING"
-    CANCELLED = "CANCELLED"
-    UNKNOWN = "UNKNOWN"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    state: JobState
-    native_state: str
-    message: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {"state": self.state.value, "native_state": self.native_state, "message": self.message}
-
-
-@dataclass(frozen=True)
-class JobSummary:
-    """One job crosstrain made on a target, as `crosstrain list` shows it."""
-
-    identity: str
-    state: JobState
-    native_state: str
-    created: float  # seconds since the epoch
-    console_url: str = ""
-    handle: JobHandle | None = None  # what `status`/`wait`/`logs` take, where the listing gives enough to make one
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "identity": self.identity,
-            "state": self.state.value,
-            "native_state": self.native_state,
-            "created": self.created,
-            "console_url": self.console_url,
-            "handle": self.handle.dumps() if self.handle else None,
-        }
-
-
-@dataclass(frozen=True)
-class JobHandle:
-    """A submitted job. `str(handle)` is a one-line JSON that `JobHandle.loads` reads back in a later process."""
-
-    target: str
-    identity: str
-    job_id: str
-    console_url: str = ""
-    ref: Mapping[str, Any] = field(default_factory=dict)
-    adopted: bool = field(default=False, compare=False)
-    #: The backend whose `send` made this handle (never saved): its verbs go through it, which trusts what it
-    #: made from the job's own settings. A handle loaded from text has none and is checked.
-    origin: Backend[Any, Any] | None = field(default=None, compare=False, repr=False)
-
-    def dumps(self) -> str:
-        data = {
-            "target": self.target,
-            "identity": self.identity,
-            "job_id": self.job_id,
-            "console_url": self.console_url,
-            "ref": dict(self.ref),
-        }
-        return json.dumps(data, separators=(",", ":"), sort_keys=True)
-
-    __str__ = dumps
-
-    @classmethod
-    def loads(cls, text: str) -> JobHandle:
-        """Read a handle back, within `inputs.HANDLE`'s limits; also takes the object `submit --json` prints.
-        Anything else is a `SpecError` naming the field, before any backend is created."""
-        from crosstrain import inputs
-        from crosstrain.backends import entries, get_backend_class
-        from crosstrain.errors import MissingDependency, UnknownBackend
-
-        fix = "pass the line `crosstrain submit` printed, or the file it was saved to"
-
-        def bad(path: str, message: str, hint: str = fix) -> SpecError:
-            return SpecError([Problem(path, message, hint)], headline="invalid job handle")
-
-        data: Any = None
-        for _ in range(2):  # a handle, or `submit --json`'s object holding one under "handle"
-            try:
-                data = inputs.parse_json(text, inputs.HANDLE, None)
-            except inputs.NotJSON as exc:
-                raise bad("handle", f"not JSON ({inputs.cut(str(exc), 80)}): {inputs.excerpt(text.strip())}") from None
-            if isinstance(data, dict) and isinstance(data.get("handle"), str):
-                text = data["handle"]
-                continue
-            break
-        if not isinstance(data, dict):
-            kind = "null" if data is None else type(data).__name__
-            raise bad("handle", f"a handle is a JSON object, not {kind}: {inputs.excerpt(text.strip())}")
-        for key, limit in (("target", 64), ("identity", 1024), ("job_id", 1024), ("console_url", 4096)):
-            if key not in data:
-                if key == "console_url":
-                    continue
-                raise bad(f"handle.{key}", "missing")
-            value = data[key]
-            if not isinstance(value, str) or (not value and key != "console_url"):
-                raise bad(f"handle.{key}", f"must be a non-empty string, not {inputs.excerpt(value)}")
-            if len(value) > limit:
-                raise bad(f"handle.{key}", f"longer than {limit:,} characters: {inputs.excerpt(value)}")
-        ref = data.get("ref")
-        if ref is not None and not isinstance(ref, dict):
-            raise bad("handle.ref", f"must be a JSON object, not {inputs.excerpt(ref)}")
-        try:
-            backend = get_backend_class(data["target"])
-        except UnknownBackend:
-            known = ", ".join(sorted(entries()))
-            raise bad(
-                "handle.target", f"unknown target {inputs.excerpt(data['target'])}", f"use one of {known}"
-            ) from None
-        except MissingDependency:
-            pass  # using the handle says which package to install
-        else:
-            for field_name, expected in backend.handle_ref.items():
-                value = (ref or {}).get(field_name)
-                if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
-                    got = "missing" if value is None else f"not {inputs.excerpt(value)}"
-                    raise bad(
-                        f"handle.ref.{field_name}", f"{data['target']} needs {field_name}: a {_kind(expected)}, {got}"
-                    )
-        return cls(data["target"], data["identity"], data["job_id"], data.get("console_url", ""), ref or {})
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled without its origin (a backend holds clients and locks): as a loaded handle."""
-        return (JobHandle, (self.target, self.identity, self.job_id, self.console_url, dict(self.ref), self.adopted))
-
-    def _backend(self, settings: Mapping[str, Any]) -> Backend[Any, Any]:
-        """The origin backend, or a new one configured with `settings` (e.g. `host="https://..."`: what this
-        machine is configured for, which the handle must match; the environment fills the rest)."""
-        if self.origin is not None and not settings:
-            return self.origin
-        from crosstrain.backends import create_backend, get_backend_class
-
-        if not settings:
-            return create_backend(self.target)
-        binding = get_backend_class(self.target).binding_settings
-        unknown = sorted(set(settings) - set(binding))
-        if unknown:
-            raise SpecError(
-                [
-                    Problem(
-                        f"--set {unknown[0]}",
-                        f"a {self.target} handle takes only the settings that say where it may be sent"
-                        + (f" ({', '.join(binding)})" if binding else ": none"),
-                        "leave the others out; they were fixed when the job was submitted",
-                    )
-                ]
-            )
-        return create_backend(self.target, settings=settings)
-
-    def status(self, **settings: Any) -> JobStatus:
-        return self._backend(settings).status(self)
-
-    def wait(
-        self,
-        timeout: float | None = None,
-        *,
-        poll_interval: float = 1.0,
-        progress: Callable[[JobStatus], None] | None = None,
-        **settings: Any,
-    ) -> JobStatus:
-        """Poll until the job ends (starting at `poll_interval`, backing off to 30 s). `progress` sees every
-        status read; by default, in a notebook, a display updates in place."""
-        if progress is None and "ipykernel" in sys.modules:
-            from crosstrain.progress import Progress
-
-            progress = Progress(self.identity, self.console_url, live=False)
-        return self._backend(settings).wait(self, timeout=timeout, poll_interval=poll_interval, progress=progress)
-
-    def cancel(self, **settings: Any) -> None:
-        self._backend(settings).cancel(self)
-
-    def logs(self, *, follow: bool = False, **settings: Any) -> Iterator[str]:
-        """The job's log lines; with `follow`, more as they come until the job ends."""
-        backend = self._backend(settings)
-        return backend.logs(self, follow=True) if follow else backend.logs(self)
-
-    def _repr_html_(self) -> str:
-        from crosstrain.display import handle_html
-
-        return handle_html(self)
-
-
-def _code_ref(data: Any) -> CodeRef | None:
-    if data is None:
-        return None
-    from crosstrain.packaging import CodeRef
-
-    return CodeRef.from_dict(data)
-
-
-def _kind(kind: type) -> str:
-    return {str: "string", int: "whole number", dict: "JSON object", list: "list"}.get(kind, kind.__name__)
 
 
 @dataclass(frozen=True)
@@ -726,7 +431,7 @@ class Backend(ABC, Generic[S, P]):
 
         where = f"targets.{self.name}.patch"
         if self.patch_schema is None:
-            from crosstrain.backends import BUILTIN_BACKENDS, get_backend_class
+            from crosstrain.registry import BUILTIN_BACKENDS, get_backend_class
 
             patched = [name for name in BUILTIN_BACKENDS if get_backend_class(name).patch_schema]
             raise Unsupported(

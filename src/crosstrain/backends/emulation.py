@@ -17,7 +17,7 @@ from crosstrain.errors import Problem, SpecError
 from crosstrain.runtime.platforms import Topology
 
 if TYPE_CHECKING:
-    from crosstrain.backends.base import Request
+    from crosstrain.records import Request
     from crosstrain.spec import TrainingJob
 
 LOOPBACK = "127.0.0.1"

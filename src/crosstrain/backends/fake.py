@@ -21,22 +21,13 @@ from urllib.parse import unquote, urlparse
 from pydantic import Field
 
 from crosstrain import catalog, packaging
-from crosstrain.backends.base import (
-    Backend,
-    Capabilities,
-    HttpCall,
-    Ids,
-    JobHandle,
-    JobState,
-    JobStatus,
-    JobSummary,
-    Request,
-)
+from crosstrain.backends.base import Backend, Capabilities, Ids
+from crosstrain.backends.loopback import Call, Dropped, LoopbackService, Reply
 from crosstrain.errors import Problem, SubmitError, TransientError
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings, setting
 from crosstrain.spec import PoolView, TrainingJob
-from crosstrain.testing.loopback import Call, Dropped, LoopbackService, Reply
 
 STATE_MAP = {
     "PENDING": JobState.QUEUED,

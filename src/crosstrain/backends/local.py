@@ -30,23 +30,13 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from crosstrain import catalog, data, packaging
-from crosstrain.backends import BUILTIN_BACKENDS, get_backend_class
-from crosstrain.backends.base import (
-    Backend,
-    Capabilities,
-    HttpCall,
-    Ids,
-    JobHandle,
-    JobState,
-    JobStatus,
-    JobSummary,
-    Request,
-    bundle_command,
-)
+from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command
 from crosstrain.backends.emulation import LOOPBACK, PATH, PORT, RUN_DIR, STAGE_DIR, Emulation, Node, ranks
 from crosstrain.errors import MissingDependency, Problem, SpecError, Unsupported
 from crosstrain.launch import torchrun_options, with_node_arguments
 from crosstrain.packaging import ARCHIVE_NAME, PACKAGE, VERSION, CodeRef
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
+from crosstrain.registry import BUILTIN_BACKENDS, get_backend_class
 from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings
 from crosstrain.spec import Launch, Machine, SecretRef, TrainingJob
@@ -377,7 +367,7 @@ class LocalBackend(Backend[LocalSettings, None]):
         return self._emulated_render(target, job), job
 
     def _emulated_render(self, target: str, job: TrainingJob) -> Request:
-        from crosstrain.backends import create_backend
+        from crosstrain.registry import create_backend
 
         try:
             return create_backend(target, environ=self.environ).render(job)

@@ -105,13 +105,29 @@ def _wait_until_resolvable(env: ClusterEnv, timeout: timedelta) -> None:
             pause = min(pause * 2, 10.0)
 
 
+@dataclasses.dataclass(frozen=True)
+class Joined(ClusterEnv):
+    """The place `init()` joined the group at: `with init() as env:` destroys the group on the way out, on error
+    too."""
+
+    @classmethod
+    def of(cls, env: ClusterEnv) -> Joined:
+        return cls(**{field.name: getattr(env, field.name) for field in dataclasses.fields(env)})
+
+    def __enter__(self) -> Joined:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        shutdown()
+
+
 def init(
     backend: str | None = None,
     timeout: timedelta = DEFAULT_TIMEOUT,
     *,
     environ: Mapping[str, str] | None = None,
     disable_nccl_p2p: bool = False,
-) -> ClusterEnv:
+) -> Joined:
     """Join the job's process group and return where this process stands in it.
 
     Detects the platform (a node-level context with no launcher in front is one rank per node), exports what
@@ -125,7 +141,7 @@ def init(
     import torch
     import torch.distributed as dist
 
-    env = detect(environ).one_process_per_node()
+    env = Joined.of(detect(environ).one_process_per_node())
     values = env.torch_variables()
     if env.platform == SingleProcess.name and "MASTER_PORT" not in (os.environ if environ is None else environ):
         values["MASTER_PORT"] = str(_free_port())

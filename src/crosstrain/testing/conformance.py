@@ -31,12 +31,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from crosstrain.backends import create_backend
-from crosstrain.backends.base import Backend, JobHandle, JobState, Request
+from crosstrain.backends.base import Backend
+from crosstrain.backends.loopback import LoopbackPlatform
 from crosstrain.errors import IdentityConflict, JobFailed, SpecError, Unsupported
 from crosstrain.loader import job_from_dict
+from crosstrain.records import JobHandle, JobState, Request
+from crosstrain.registry import create_backend
 from crosstrain.spec import TrainingJob
-from crosstrain.testing.loopback import LoopbackPlatform
 
 #: Modules that must never load on the render path.
 HEAVY_MODULES = ("google.cloud.aiplatform", "azure.ai.ml", "databricks.sdk", "torch", "pyspark")
@@ -146,7 +147,7 @@ class BackendConformance:
 
     def test_identity_ignores_other_targets_settings(self) -> None:
         job = self.job()
-        from crosstrain.backends import entries
+        from crosstrain.registry import entries
 
         other = {name: {"anything": "x"} for name in entries()}
         for name in (self.target, *self.reads_targets):
@@ -261,7 +262,7 @@ def _render_in_subprocess(
     code = (_GUARD.format(heavy=HEAVY_MODULES) if guard else "") + textwrap.dedent(
         f"""
         import json, sys
-        from crosstrain.backends import create_backend
+        from crosstrain.registry import create_backend
         from crosstrain.loader import job_from_dict
         job = job_from_dict(json.loads({json.dumps(job.model_dump(mode="json"))!r}))
         request = create_backend({target!r}, environ={{}}).render(job, json.loads({json.dumps(settings)!r}))
@@ -386,7 +387,7 @@ class SendConformance:
         code = platform.child_backend() + textwrap.dedent(
             """
             import sys
-            from crosstrain.backends.base import JobHandle
+            from crosstrain.records import JobHandle
             print(backend.status(JobHandle.loads(sys.argv[1])).native_state)
             """
         )

@@ -42,17 +42,12 @@ from crosstrain.backends.base import (
     NODES_WHY,
     Backend,
     Capabilities,
-    HttpCall,
     Ids,
-    JobHandle,
-    JobState,
-    JobStatus,
-    JobSummary,
-    Request,
     origin_of,
     shown,
 )
 from crosstrain.errors import Problem, SubmitError, Unsupported
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 
 if TYPE_CHECKING:
     from collections.abc import Callable

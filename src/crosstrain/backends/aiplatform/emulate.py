@@ -9,7 +9,7 @@ from crosstrain.backends.emulation import Emulation, Node, node_process, topolog
 from crosstrain.runtime.platforms import AIPlatformTraining
 
 if TYPE_CHECKING:
-    from crosstrain.backends.base import Request
+    from crosstrain.records import Request
     from crosstrain.spec import TrainingJob
 
 

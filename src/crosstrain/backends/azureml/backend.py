@@ -56,13 +56,7 @@ from crosstrain.backends.base import (
     NODES_WHY,
     Backend,
     Capabilities,
-    HttpCall,
     Ids,
-    JobHandle,
-    JobState,
-    JobStatus,
-    JobSummary,
-    Request,
     bundle_command,
     launcher_command,
     origin_of,
@@ -70,6 +64,7 @@ from crosstrain.backends.base import (
 )
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.settings import env_vars, resolve_settings
 from crosstrain.uploads import UploadRefused
 

@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from crosstrain.backends.azureml.settings import _PRIORITY, ARM, CLI_SCHEMA
 from crosstrain.backends.azureml.wire import _yaml_bindings, seconds_of
-from crosstrain.backends.base import (
-    Request,
-)
+from crosstrain.records import Request
 
 if TYPE_CHECKING:
     pass

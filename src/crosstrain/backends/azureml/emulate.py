@@ -12,7 +12,7 @@ from crosstrain.packaging import PACKAGE
 from crosstrain.runtime.platforms import AzureMLMPI, AzureMLPyTorch, azureml
 
 if TYPE_CHECKING:
-    from crosstrain.backends.base import Request
+    from crosstrain.records import Request
     from crosstrain.spec import TrainingJob
 
 

@@ -10,10 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from crosstrain.backends.base import (
-    JobState,
-)
 from crosstrain.environments import Runtime, Runtimes
+from crosstrain.records import JobState
 from crosstrain.settings import TargetSettings, setting
 
 if TYPE_CHECKING:

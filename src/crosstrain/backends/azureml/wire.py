@@ -24,11 +24,8 @@ from crosstrain.backends.azureml.settings import (
     SAS_CONTAINER,
     AzureMLSettings,
 )
-from crosstrain.backends.base import (
-    HttpCall,
-    Request,
-)
 from crosstrain.errors import Problem, SubmitError
+from crosstrain.records import HttpCall, Request
 from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:

@@ -22,13 +22,7 @@ from crosstrain.backends.base import (
     NODES_WHY,
     Backend,
     Capabilities,
-    HttpCall,
     Ids,
-    JobHandle,
-    JobState,
-    JobStatus,
-    JobSummary,
-    Request,
     origin_of,
     shown,
 )
@@ -63,6 +57,7 @@ from crosstrain.backends.databricks.wire import (
 from crosstrain.databricks_task import LAUNCHER_NAME
 from crosstrain.errors import CrosstrainError, Problem, SpecError, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.settings import resolve_settings, url_credentials
 from crosstrain.spec import PoolView, TrainingJob
 

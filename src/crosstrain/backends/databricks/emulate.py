@@ -15,7 +15,7 @@ from crosstrain.errors import MissingDependency
 from crosstrain.packaging import ARCHIVE_NAME, PACKAGE
 
 if TYPE_CHECKING:
-    from crosstrain.backends.base import Request
+    from crosstrain.records import Request
     from crosstrain.spec import TrainingJob
 
 

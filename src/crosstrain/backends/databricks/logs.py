@@ -9,10 +9,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from crosstrain.backends.base import (
-    JobState,
-)
 from crosstrain.backends.databricks.settings import CANCELED, DBFS_LOG_ROOT, STATE_MAP, SUCCESS, DatabricksSettings
+from crosstrain.records import JobState
 
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient

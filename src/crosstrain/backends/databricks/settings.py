@@ -11,10 +11,8 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from crosstrain import packaging, uploads
-from crosstrain.backends.base import (
-    JobState,
-)
 from crosstrain.environments import Runtime, Runtimes
+from crosstrain.records import JobState
 from crosstrain.settings import TargetSettings, redact, setting
 
 if TYPE_CHECKING:

@@ -8,12 +8,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
 from crosstrain import packaging, uploads
-from crosstrain.backends.base import (
-    HttpCall,
-    shown,
-)
+from crosstrain.backends.base import shown
 from crosstrain.backends.databricks.settings import DatabricksSettings
 from crosstrain.errors import Problem, SpecError
+from crosstrain.records import HttpCall
 
 if TYPE_CHECKING:
     from databricks.sdk.service.jobs import Run

@@ -28,21 +28,7 @@ from crosstrain.backends._google import (
     upload_problems,
     uploaded_object,
 )
-from crosstrain.backends.base import (
-    FINGERPRINT_WHY,
-    IDENTITY_WHY,
-    NODES_WHY,
-    Backend,
-    Capabilities,
-    HttpCall,
-    Ids,
-    JobHandle,
-    JobState,
-    JobStatus,
-    JobSummary,
-    Request,
-    shown,
-)
+from crosstrain.backends.base import FINGERPRINT_WHY, IDENTITY_WHY, NODES_WHY, Backend, Capabilities, Ids, shown
 from crosstrain.backends.vertex.emulate import EMULATION
 from crosstrain.backends.vertex.gcloud import gcloud_command
 from crosstrain.backends.vertex.plan import (
@@ -58,6 +44,7 @@ from crosstrain.backends.vertex.plan import (
 from crosstrain.backends.vertex.settings import _CANCELLED, _GOOGLE_HOST, _PARENT, STATE_MAP, VertexSettings
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, TransientError, Unsupported
 from crosstrain.failures import last_lines, summary
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.settings import resolve_settings
 
 if TYPE_CHECKING:

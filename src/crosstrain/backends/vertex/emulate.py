@@ -11,7 +11,7 @@ from crosstrain.packaging import PACKAGE
 from crosstrain.runtime.platforms import VertexAI, vertex
 
 if TYPE_CHECKING:
-    from crosstrain.backends.base import Request
+    from crosstrain.records import Request
     from crosstrain.spec import TrainingJob
 
 

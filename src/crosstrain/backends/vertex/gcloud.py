@@ -11,9 +11,7 @@ from urllib.parse import urlparse
 from crosstrain.backends._google import (
     uploaded_object,
 )
-from crosstrain.backends.base import (
-    Request,
-)
+from crosstrain.records import Request
 
 if TYPE_CHECKING:
     pass

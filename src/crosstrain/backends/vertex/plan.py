@@ -17,9 +17,6 @@ from crosstrain.backends._google import (
     launch_problems,
     staged_object,
 )
-from crosstrain.backends.base import (
-    JobHandle,
-)
 from crosstrain.backends.vertex.settings import (
     _NEAREST_GEO,
     REDUCTION_SERVER_IMAGE,
@@ -28,6 +25,7 @@ from crosstrain.backends.vertex.settings import (
     egress_gbps,
 )
 from crosstrain.errors import Problem
+from crosstrain.records import JobHandle
 from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:

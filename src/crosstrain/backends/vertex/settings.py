@@ -11,10 +11,8 @@ from pydantic import field_validator
 from crosstrain.backends._google import (
     StagingBucket,
 )
-from crosstrain.backends.base import (
-    JobState,
-)
 from crosstrain.environments import Runtime, Runtimes
+from crosstrain.records import JobState
 from crosstrain.settings import TargetSettings, setting
 
 if TYPE_CHECKING:

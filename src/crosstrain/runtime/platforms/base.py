@@ -99,15 +99,6 @@ class ClusterEnv:
             return self
         return dataclasses.replace(self, nproc_per_node=1, rank=self.node_rank, local_rank=0, world_size=self.nnodes)
 
-    def __enter__(self) -> ClusterEnv:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        """`with runtime.init() as env:` destroys the process group on the way out, on error too."""
-        from crosstrain.runtime.dist import shutdown
-
-        shutdown()
-
     def torch_variables(self) -> dict[str, str]:
         """What torchrun gives each process it starts (`init_method="env://"` reads the first four), for a
         process-level context: frameworks (Lightning, Accelerate) read `LOCAL_*`, `NODE_RANK` or `GROUP_RANK`."""

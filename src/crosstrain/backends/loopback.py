@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlparse
 
 if TYPE_CHECKING:
-    from crosstrain.backends.base import Backend, JobHandle
+    from crosstrain.backends.base import Backend
+    from crosstrain.records import JobHandle
 
 FAULTS = ("refuse", "rate-limit", "error", "invalid", "drop", "slow", "late")
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from crosstrain import backends
+from crosstrain import registry
 from crosstrain.adaptors import require
-from crosstrain.backends import create_backend, entries, get_backend_class, register
 from crosstrain.backends.fake import FakeBackend
 from crosstrain.errors import MissingDependency, UnknownBackend
+from crosstrain.registry import create_backend, entries, get_backend_class, register
 
 
 def test_builtins_are_module_paths_until_used() -> None:
-    assert backends.BUILTIN_BACKENDS["fake"].target == "crosstrain.backends.fake:FakeBackend"
+    assert registry.BUILTIN_BACKENDS["fake"].target == "crosstrain.backends.fake:FakeBackend"
     assert get_backend_class("fake") is FakeBackend
 
 
@@ -58,7 +58,7 @@ def test_plugins_are_added_to_the_builtins_not_replacing_them(plugin_dist: Path)
 
 
 def test_a_backend_with_a_missing_dependency_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backends, "_registered", {})
+    monkeypatch.setattr(registry, "_registered", {})
     register("broken", "crosstrain_no_such_module:Backend", extra="broken")
     with pytest.raises(MissingDependency, match=r"pip install 'crosstrain\[broken\]'"):
         create_backend("broken")
