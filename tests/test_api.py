@@ -62,6 +62,10 @@ def test_notebook_display_escapes_and_summarises() -> None:
 
 
 def test_lazy_names() -> None:
+    """Every public name resolves, from the module that defines it (a module that moves breaks this, not users)."""
     assert set(crosstrain.__all__) <= set(dir(crosstrain))
+    for name in crosstrain.__all__:
+        value = getattr(crosstrain, name)
+        assert getattr(value, "__module__", crosstrain._LAZY[name]) == crosstrain._LAZY[name], name
     with pytest.raises(AttributeError):
         _ = crosstrain.nope
