@@ -17,7 +17,9 @@ def test_render_submit_wait(fake_root: Path) -> None:
     job = crosstrain.load_job(EXAMPLE)
     request = crosstrain.render(job, "fake", run_id="nb-1", run_seconds=0)
     assert request.identity == "ddp-quickstart-nb-1"
-    handle = crosstrain.submit(request)
+    with pytest.raises(SpecError, match=r"use send\(request\)"):
+        crosstrain.submit(request)  # type: ignore[arg-type]  # one thing per name
+    handle = crosstrain.send(request)
     assert handle.identity == request.identity
     assert handle.wait(poll_interval=0.01).state is crosstrain.JobState.SUCCEEDED
     assert (fake_root / "jobs" / "ddp-quickstart-nb-1.json").exists()
@@ -33,7 +35,7 @@ def test_settings_are_checked(fake_root: Path) -> None:
     with pytest.raises(SpecError, match=r"targets\.fake\.outcome"):
         crosstrain.render(EXAMPLE, "fake", outcome="maybe")
     with pytest.raises(SpecError, match="sent as it is"):
-        crosstrain.submit(crosstrain.render(EXAMPLE, "fake"), outcome="failed")
+        crosstrain.send(crosstrain.render(EXAMPLE, "fake"), outcome="failed")
 
 
 def test_validate_lists_problems_per_target() -> None:
@@ -69,3 +71,19 @@ def test_lazy_names() -> None:
         assert getattr(value, "__module__", crosstrain._LAZY[name]) == crosstrain._LAZY[name], name
     with pytest.raises(AttributeError):
         _ = crosstrain.nope
+
+
+def _returns_one() -> int:
+    return 1
+
+
+def test_only_a_function_job_has_a_result_and_the_fake_says_where_it_would_be(fake_root: Path) -> None:
+    command = crosstrain.submit(EXAMPLE, "fake", run_seconds=0)
+    with pytest.raises(SpecError) as refused:
+        command.result()
+    assert refused.value.problems[0].path == "handle.result_at"
+    assert "submit_function" in refused.value.problems[0].fix
+    function = crosstrain.submit_function(_returns_one, {"name": "fn", "image": "img:1"}, "fake", run_seconds=0)
+    assert function.result_at == "outputs/result.pkl"  # where Azure ML, which the fake plays, keeps it
+    with pytest.raises(crosstrain.Unsupported, match=r"outputs/result\.pkl"):
+        function.result(timeout=10)

@@ -95,5 +95,32 @@ def test_a_function_on_a_google_target_needs_a_staging_bucket(target: str) -> No
         backend.render(job, {"project": "p", "region": "us-central1"})
     assert [p.path for p in refused.value.problems] == [f"targets.{target}.staging_bucket"]
     request = backend.render(job, {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket/stage"})
+    assert request.result_at == ""  # no output_dir: the render says the result is kept nowhere
+    assert any("kept nowhere" in note for note in request.notes)
+    job = job.model_copy(update={"output_dir": "gs://my-bucket/runs"})
+    request = backend.render(job, {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket/stage"})
+    assert request.result_at == "gs://my-bucket/runs/crosstrain-result/result.pkl"
     upload = "https://storage.googleapis.com/upload/storage/v1/b/my-bucket/"
     assert any(call.url.startswith(upload) for call in request.calls)
+
+
+def test_a_submitted_functions_handle_brings_rank_zeros_result_back(tmp_path: Path) -> None:
+    """`render_function` shows where the result will be, `submit_function` runs it, and the handle, even one
+    loaded from its text in another step, reads rank 0's return value back."""
+    runs = str(tmp_path / "runs")
+    request = crosstrain.render_function(all_reduce_ranks, JOB, "local", args=(2.0,), runs_dir=runs)
+    assert request.result_at.startswith(runs)
+    assert request.result_at.endswith("/result.pkl")
+    handle = crosstrain.submit_function(all_reduce_ranks, JOB, "local", args=(2.0,), runs_dir=runs)
+    assert handle.result_at == request.result_at
+    loaded = crosstrain.JobHandle.loads(handle.dumps())
+    assert loaded.result_at == request.result_at
+    assert loaded.result() == {"sum": 20.0, "world": 4.0}
+
+
+def test_submitting_a_function_whose_result_would_be_lost_is_refused_before_anything_is_sent() -> None:
+    job = {"name": "fn", "image": "img:1", "primary": {"machine": "n1-standard-8"}}
+    settings = {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket/stage"}
+    with pytest.raises(SpecError) as refused:  # Vertex keeps what a node writes only under a gs:// output_dir
+        crosstrain.submit_function(all_reduce_ranks, job, "vertex", args=(1.0,), **settings)
+    assert [p.path for p in refused.value.problems] == ["output_dir"]

@@ -1,8 +1,9 @@
 """A notebook's training function, shipped to every rank with crosstrain (the cells of a Databricks notebook).
 
 `crosstrain.run(train, "job.yaml")` runs it here on a local SparkSession through TorchDistributor, as the
-workspace would, and returns rank 0's result; `crosstrain.submit(train, "job.yaml", "databricks")` ships the same
-function to a workspace, where rank 0 writes its result under the job's output_dir.
+workspace would, and returns rank 0's result; `crosstrain.submit_function(train, "job.yaml", "databricks")` ships the
+same function to a workspace, where rank 0 writes its result under the job's output_dir (`handle.result()` reads
+it back).
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@
     request = crosstrain.render(job, "vertex", project="my-proj")   # what submit would send; sends nothing
     handle = crosstrain.submit(job, "vertex", project="my-proj")
     handle.wait()
+    handle = crosstrain.send(request)               # a rendered (perhaps edited) request, as it is
+    handle = crosstrain.submit_function(train, job, "vertex", args=(0.1,))
+    handle.result()                                 # what rank 0's train(0.1) returned
 
 Names are imported on first use, so `import crosstrain` stays cheap and imports no cloud SDK and no torch.
 """
@@ -15,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from crosstrain.api import render, run, submit, validate
+    from crosstrain.api import render, render_function, run, send, submit, submit_function, validate
     from crosstrain.backends.base import Backend
     from crosstrain.errors import (
         CrosstrainError,
@@ -39,6 +42,9 @@ _LAZY = {
     "render": "crosstrain.api",
     "submit": "crosstrain.api",
     "run": "crosstrain.api",
+    "send": "crosstrain.api",
+    "render_function": "crosstrain.api",
+    "submit_function": "crosstrain.api",
     "validate": "crosstrain.api",
     "create_backend": "crosstrain.registry",
     "Backend": "crosstrain.backends.base",
@@ -78,8 +84,11 @@ __all__ = [
     "create_backend",
     "load_job",
     "render",
+    "render_function",
     "run",
+    "send",
     "submit",
+    "submit_function",
     "validate",
 ]
 __version__ = "0.1.0"

@@ -1,4 +1,10 @@
-"""The Python API: `crosstrain.render`, `crosstrain.submit`, `crosstrain.validate` (what the CLI calls too)."""
+"""The Python API (what the CLI calls too): one thing per name.
+
+`render(job, target)` is the request, sent by nothing; `submit(job, target)` renders and sends it;
+`send(request)` sends a rendered (possibly edited) request as it is; `render_function`, `submit_function` and
+`run` do the same with a Python function as every rank's entry point, whose handle's `result()` returns what rank
+0 returned; `validate(job)` says what each target refuses.
+"""
 
 from __future__ import annotations
 
@@ -126,41 +132,6 @@ def with_function(
     return spec.model_copy(update={"command": list(FUNCTION_COMMAND)}).with_function(payload)
 
 
-def result_path(output_dir: str | None) -> str | None:
-    """Where a node writes a function's result: the job's `output_dir` as the node's file system sees it."""
-    if not output_dir:
-        return None
-    base = output_dir.rstrip("/")
-    if base.startswith("gs://"):
-        return "/gcs/" + base.removeprefix("gs://") + "/crosstrain-result"  # Cloud Storage FUSE on Vertex AI
-    if base.startswith("dbfs:/"):
-        return "/dbfs/" + base.removeprefix("dbfs:/").lstrip("/") + "/crosstrain-result"
-    if base.startswith("/Volumes/"):
-        return base + "/crosstrain-result"
-    return None
-
-
-def _with_result_dir(job: TrainingJob, target: str) -> TrainingJob:
-    """The job, told where rank 0 writes the function's result on `target`; refused where it would be lost."""
-    if target == "local":
-        return job
-    path = result_path(job.output_dir)
-    if path is not None:
-        return job.model_copy(update={"env": {**job.env, "CROSSTRAIN_RESULT_DIR": path}})
-    if target in ("azureml", "fake"):
-        return job  # Azure ML uploads ./outputs with the run
-    raise SpecError(
-        [
-            Problem(
-                "output_dir",
-                f"a function's result on {target} is written to the job's output_dir, and the job has none "
-                "that the nodes can write (gs://, dbfs:/ or /Volumes/)",
-                "set output_dir, e.g. gs://my-bucket/runs or /Volumes/main/ml/runs",
-            )
-        ]
-    )
-
-
 def _local_module(module: types.ModuleType) -> bool:
     """A module of the user's own (a file outside any installed-packages folder), other than `__main__`, which
     cloudpickle already ships by value."""
@@ -171,6 +142,54 @@ def _local_module(module: types.ModuleType) -> bool:
     return (
         "site-packages" not in parts and "dist-packages" not in parts and not module.__name__.startswith("crosstrain")
     )
+
+
+def render_function(
+    fn: Callable[..., Any],
+    job: str | Path | Mapping[str, Any] | TrainingJob,
+    target: str | None = None,
+    *,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    **settings: Any,
+) -> Request:
+    """What `submit_function` would send: `job` with `fn(*args, **kwargs)` as every rank's entry point, and
+    where rank 0 leaves its result (`request.result_at`). Sends nothing."""
+    spec = with_run_id(with_function(fn, job, args, kwargs), run_id)
+    name = choose_target(spec, target)
+    return create_backend(name, environ=environ).render(spec, target_settings(name, job, settings))
+
+
+def submit_function(
+    fn: Callable[..., Any],
+    job: str | Path | Mapping[str, Any] | TrainingJob,
+    target: str | None = None,
+    *,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
+    **settings: Any,
+) -> JobHandle:
+    """Run `fn(*args, **kwargs)` on every rank of `job` on `target` (the function is pickled into the job's code
+    bundle with cloudpickle: `crosstrain.function`); `handle.result()` waits and returns rank 0's result."""
+    spec = with_run_id(with_function(fn, job, args, kwargs), run_id)
+    name = choose_target(spec, target)
+    backend = create_backend(name)
+    request = backend.render(spec, target_settings(name, job, settings))
+    if not request.result_at:
+        raise SpecError(
+            [
+                Problem(
+                    "output_dir",
+                    f"a function's result on {name} is written to the job's output_dir, and the job has none "
+                    "that the nodes can write (gs://, dbfs:/ or /Volumes/)",
+                    "set output_dir, e.g. gs://my-bucket/runs or /Volumes/main/ml/runs",
+                )
+            ]
+        )
+    return backend.send(request).of(request)
 
 
 def run(
@@ -184,78 +203,46 @@ def run(
     """Run `fn(*args, **kwargs)` on every rank of `job` on this machine (the local target, `settings` such as
     `emulate="vertex"`) from the same bundle a cloud target receives, and return rank 0's result. A rank that
     raises fails the run with `FunctionFailed`: its rank and traceback."""
-    import tempfile
-
-    import cloudpickle
-
-    from crosstrain import function
-    from crosstrain.errors import FunctionFailed, JobFailed
-
-    spec = with_function(fn, job, args, kwargs)
-    with tempfile.TemporaryDirectory(prefix="crosstrain-result-") as folder:
-        env = {**spec.env, "CROSSTRAIN_RESULT_DIR": folder}
-        spec = spec.model_copy(update={"env": env})
-        handle = create_backend("local").submit(spec, target_settings("local", job, settings))
-        status = handle.status()
-        out = Path(folder)
-        errors = sorted(out.glob("error-rank*.txt"), key=lambda p: (p.stat().st_mtime_ns, p.name))
-        if errors:
-            rank = int(errors[0].stem.removeprefix("error-rank"))
-            raise FunctionFailed(rank, errors[0].read_text(errors="replace"), len(errors))
-        if status.state.value != "SUCCEEDED" or not (out / function.RESULT).is_file():
-            raise JobFailed(f"the run ended {status.state.value}: {status.message or 'rank 0 returned no result'}")
-        return cloudpickle.loads((out / function.RESULT).read_bytes())
+    return submit_function(fn, job, "local", args=args, kwargs=kwargs, **settings).result()
 
 
 def submit(
-    job: str | Path | Mapping[str, Any] | TrainingJob | Request | Callable[..., Any],
-    target: str | Path | Mapping[str, Any] | TrainingJob | None = None,
-    *more: str | None,
+    job: str | Path | Mapping[str, Any] | TrainingJob,
+    target: str | None = None,
+    *,
     run_id: str | None = None,
-    args: Sequence[Any] = (),
-    kwargs: Mapping[str, Any] | None = None,
     **settings: Any,
 ) -> JobHandle:
-    """Send a job (or an already rendered, possibly edited, `Request`) and return its handle.
-
-    `submit(fn, job, target, args=..., kwargs=...)` ships the function instead of a command: every rank runs
-    it, and rank 0's result is written to the job's output folder (`crosstrain.function`).
-
-    A request is sent as it is: `settings` then say where this machine sends credentials (e.g.
-    `host="https://..."`, over the environment), and a request that points elsewhere is refused.
-    """
+    """Render `job` for `target` and send it; the handle follows the job. `settings` override the job file's
+    `targets.<target>` section. A retried submit finds the job the first one made instead of making another."""
     from crosstrain.records import Request
 
-    if callable(job) and not isinstance(job, Request | TrainingJob):
-        if target is None or isinstance(target, Request):
-            raise SpecError([Problem("job", "submit(fn, job, target): the job is missing", "pass the job")])
-        spec = with_function(job, target, args, kwargs)
-        name = choose_target(spec, more[0] if more else None)
-        spec = _with_result_dir(spec, name)
-        return create_backend(name).submit(with_run_id(spec, run_id), target_settings(name, target, settings))
-    if more or args or kwargs:
-        raise SpecError(
-            [Problem("args", "arguments are for a function: submit(fn, job, target, args=...)", "remove them")]
-        )
-    assert target is None or isinstance(target, str)
-
-    if isinstance(job, Request):
-        binding = get_backend_class(job.target).binding_settings
-        if run_id or (target and target != job.target) or set(settings) - set(binding):
-            where = f" (with a request, settings say only where it may go: {', '.join(binding)})" if binding else ""
-            raise SpecError(
-                [
-                    Problem(
-                        "request",
-                        "a rendered request is sent as it is",
-                        f"render again with the settings you want{where}",
-                    )
-                ]
-            )
-        return create_backend(job.target, **({"settings": settings} if settings else {})).send(job)
+    if isinstance(job, Request) or (callable(job) and not isinstance(job, TrainingJob)):
+        right = "send(request)" if isinstance(job, Request) else "submit_function(fn, job, target)"
+        raise SpecError([Problem("job", "submit takes a job (a file, a mapping or a TrainingJob)", f"use {right}")])
     spec = with_run_id(load_job(job), run_id)
     name = choose_target(spec, target)
     return create_backend(name).submit(spec, target_settings(name, job, settings))
+
+
+def send(request: Request, **settings: Any) -> JobHandle:
+    """Send a rendered (possibly edited) request as it is. `settings` say only where this machine sends
+    credentials (e.g. `host="https://..."`, over the environment): a request that points elsewhere is refused."""
+    binding = get_backend_class(request.target).binding_settings
+    unknown = sorted(set(settings) - set(binding))
+    if unknown:
+        where = f" (with a request, settings say only where it may go: {', '.join(binding)})" if binding else ""
+        raise SpecError(
+            [
+                Problem(
+                    f"--set {unknown[0]}",
+                    "a rendered request is sent as it is",
+                    f"render again with the settings you want{where}",
+                )
+            ]
+        )
+    backend = create_backend(request.target, **({"settings": settings} if settings else {}))
+    return backend.send(request).of(request)
 
 
 def validate(

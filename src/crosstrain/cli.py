@@ -299,7 +299,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from crosstrain.records import Request
 
     if isinstance(loaded, Request):
-        handle = api.submit(loaded, **_handle_settings(args))  # --set: what the request must match
+        target = _target(args)
+        if args.run_id or (target and target != loaded.target):
+            raise SpecError(
+                [
+                    Problem(
+                        "--run-id" if args.run_id else "--target",
+                        "a rendered request is sent as it is",
+                        "render again with the run id or target you want",
+                    )
+                ]
+            )
+        handle = api.send(loaded, **_handle_settings(args))  # --set: what the request must match
     else:
         job = api.with_run_id(loaded, args.run_id)
         target = api.choose_target(job, _target(args))

@@ -138,3 +138,25 @@ def references(job: TrainingJob) -> Iterator[tuple[str, str, str]]:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
         for found in DATA_REFERENCE.finditer(text):
             yield path, found[1], found[2]
+
+
+#: The folder under a job's `output_dir` where rank 0 of a function job leaves its result.
+RESULT_FOLDER = "crosstrain-result"
+
+
+def result_folder(output_dir: str | None) -> tuple[str, str] | None:
+    """Where a function job's result goes, given the job's `output_dir`: the folder as a node's file system
+    sees it (Cloud Storage through its FUSE mount, DBFS through /dbfs, a volume as it is) and as its storage
+    names it; None where no node mounts the output folder."""
+    if not output_dir:
+        return None
+    base = output_dir.rstrip("/")
+    if base.startswith("gs://"):
+        node = "/gcs/" + base.removeprefix("gs://")
+    elif base.startswith("dbfs:/"):
+        node = "/dbfs/" + base.removeprefix("dbfs:/").lstrip("/")
+    elif base.startswith("/Volumes/"):
+        node = base
+    else:
+        return None
+    return f"{node}/{RESULT_FOLDER}", f"{base}/{RESULT_FOLDER}"

@@ -4,6 +4,7 @@ saves as text and a later step loads)."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import sys
@@ -68,6 +69,8 @@ class Request:
     #: The local folder the calls upload, and its digest at render (not part of the fingerprint: the digest
     #: is, in the calls' destinations).
     code: CodeRef | None = None
+    #: Where a function job's rank 0 leaves what the function returned (`JobHandle.result` reads it there).
+    result_at: str = ""
 
     @property
     def create(self) -> HttpCall:
@@ -83,6 +86,7 @@ class Request:
             "calls": [c.to_dict() for c in self.calls],
             "notes": list(self.notes),
             **({"code": self.code.to_dict()} if self.code else {}),
+            **({"result_at": self.result_at} if self.result_at else {}),
         }
 
     def to_json(self) -> str:
@@ -99,6 +103,7 @@ class Request:
             notes=tuple(data.get("notes") or ()),
             fingerprint=str(data.get("fingerprint") or ""),
             code=_code_ref(data.get("code")),
+            result_at=str(data.get("result_at") or ""),
         )
 
     def _repr_html_(self) -> str:
@@ -168,6 +173,8 @@ class JobHandle:
     #: The backend whose `send` made this handle (never saved): its verbs go through it, which trusts what it
     #: made from the job's own settings. A handle loaded from text has none and is checked.
     origin: Backend[Any, Any] | None = field(default=None, compare=False, repr=False)
+    #: Where a function job's result is left (`result()`); empty for a command's job.
+    result_at: str = ""
 
     def dumps(self) -> str:
         data = {
@@ -176,6 +183,7 @@ class JobHandle:
             "job_id": self.job_id,
             "console_url": self.console_url,
             "ref": dict(self.ref),
+            **({"result_at": self.result_at} if self.result_at else {}),
         }
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
@@ -207,13 +215,14 @@ class JobHandle:
         if not isinstance(data, dict):
             kind = "null" if data is None else type(data).__name__
             raise bad("handle", f"a handle is a JSON object, not {kind}: {inputs.excerpt(text.strip())}")
-        for key, limit in (("target", 64), ("identity", 1024), ("job_id", 1024), ("console_url", 4096)):
+        optional = ("console_url", "result_at")
+        for key, limit in (("target", 64), ("identity", 1024), ("job_id", 1024), *((key, 4096) for key in optional)):
             if key not in data:
-                if key == "console_url":
+                if key in optional:
                     continue
                 raise bad(f"handle.{key}", "missing")
             value = data[key]
-            if not isinstance(value, str) or (not value and key != "console_url"):
+            if not isinstance(value, str) or (not value and key not in optional):
                 raise bad(f"handle.{key}", f"must be a non-empty string, not {inputs.excerpt(value)}")
             if len(value) > limit:
                 raise bad(f"handle.{key}", f"longer than {limit:,} characters: {inputs.excerpt(value)}")
@@ -237,11 +246,23 @@ class JobHandle:
                     raise bad(
                         f"handle.ref.{field_name}", f"{data['target']} needs {field_name}: a {_kind(expected)}, {got}"
                     )
-        return cls(data["target"], data["identity"], data["job_id"], data.get("console_url", ""), ref or {})
+        return cls(
+            data["target"],
+            data["identity"],
+            data["job_id"],
+            data.get("console_url", ""),
+            ref or {},
+            result_at=data.get("result_at", ""),
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled without its origin (a backend holds clients and locks): as a loaded handle."""
-        return (JobHandle, (self.target, self.identity, self.job_id, self.console_url, dict(self.ref), self.adopted))
+        fields = (self.target, self.identity, self.job_id, self.console_url, dict(self.ref), self.adopted)
+        return (JobHandle, (*fields, None, self.result_at))
+
+    def of(self, request: Request) -> JobHandle:
+        """This handle, told where the request's function job leaves its result."""
+        return dataclasses.replace(self, result_at=request.result_at) if request.result_at else self
 
     def _backend(self, settings: Mapping[str, Any]) -> Backend[Any, Any]:
         """The origin backend, or a new one configured with `settings` (e.g. `host="https://..."`: what this
@@ -293,6 +314,31 @@ class JobHandle:
         """The job's log lines; with `follow`, more as they come until the job ends."""
         backend = self._backend(settings)
         return backend.logs(self, follow=True) if follow else backend.logs(self)
+
+    def result(self, timeout: float | None = None, **settings: Any) -> Any:
+        """What a function job's rank 0 returned (`crosstrain.submit_function`), once the job has succeeded:
+        waits for it (up to `timeout`), then reads it back where the platform lets crosstrain read it (this
+        machine, Cloud Storage, a Databricks volume or DBFS). Elsewhere `Unsupported` says where it is; a job that
+        failed raises `JobFailed` (`FunctionFailed`, with the rank and its traceback, where that is readable)."""
+        if not self.result_at:
+            raise SpecError(
+                [
+                    Problem(
+                        "handle.result_at",
+                        f"{self.identity} runs a command, not a function: it returns no result",
+                        "read what the job wrote, or submit a function: crosstrain.submit_function(fn, job, target)",
+                    )
+                ]
+            )
+        backend = self._backend(settings)
+        data = backend.read_result(self, timeout=timeout)
+        try:
+            import cloudpickle
+        except ImportError:
+            from crosstrain.errors import MissingDependency
+
+            raise MissingDependency("reading a function's result needs cloudpickle: pip install cloudpickle") from None
+        return cloudpickle.loads(data)
 
     def _repr_html_(self) -> str:
         from crosstrain.display import handle_html

@@ -224,3 +224,25 @@ def test_the_failing_rank_is_read_from_torchdistributors_output(lines: list[str]
 )
 def test_the_outputs_tail_is_joined_to_what_was_read(seen: list[str], tail: list[str], rest: list[str]) -> None:
     assert _not_seen(seen, tail) == rest
+
+
+def _returns_ranks() -> list[int]:
+    return [0, 1]
+
+
+@pytest.mark.parametrize("output_dir", ["dbfs:/runs", VOLUME], ids=["dbfs", "volume"])
+def test_a_function_jobs_result_comes_back_from_dbfs_or_a_volume(platform: DatabricksPlatform, output_dir: str) -> None:
+    import cloudpickle
+
+    from crosstrain import api
+    from crosstrain.errors import JobFailed
+
+    base = {k: v for k, v in BASE_JOB.items() if k not in ("command", "args")}
+    job = api.with_function(_returns_ranks, {**base, "output_dir": output_dir})
+    _running(platform, 1)
+    handle = _backend(platform).submit(job, dict(platform.settings))
+    assert handle.result_at == f"{output_dir}/crosstrain-result/result.pkl"
+    with pytest.raises(JobFailed, match="left no result"):
+        handle.result()
+    platform.workspace.files[handle.result_at] = cloudpickle.dumps([0, 1])
+    assert handle.result() == [0, 1]

@@ -519,3 +519,43 @@ def test_a_package_example_runs_under_emulation(name: str, emulate: str, tmp_pat
     if name == "vertex-package-reduction-server":
         assert "reduction server is not emulated" in done.stderr
         assert "under torch.distributed.run" in done.stdout + done.stderr  # the launcher, from the package
+
+
+def _returns_scores() -> dict[str, float]:
+    return {"accuracy": 0.5}
+
+
+def test_a_function_jobs_result_comes_back_from_cloud_storage(emulator: str) -> None:
+    """rank 0 writes the result through the FUSE mount under output_dir; once the job has succeeded, the handle
+    reads it from the bucket (the storage emulator here), and says so when the job left none."""
+    import cloudpickle
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from crosstrain import api
+    from crosstrain.errors import JobFailed
+
+    job = api.with_function(
+        _returns_scores, {"name": "fn", "image": "img:1", "primary": {"machine": "n1-standard-8"}}
+    ).model_copy(update={"output_dir": f"gs://{BUCKET}/runs"})
+    with VertexPlatform() as vertex:
+        backend = VertexBackend(
+            client_factory=vertex.client,
+            storage_client=storage_factory(emulator, RecordingSession()),
+            retry=vertex.retry_policy(),
+            environ={},
+        )
+        request = backend.render(job, {**vertex.settings, "staging_bucket": f"gs://{BUCKET}/stage"})
+        assert Request.from_dict(json.loads(request.to_json())) == request
+        env = request.create.body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["env"]
+        assert {"name": "CROSSTRAIN_RESULT_DIR", "value": f"/gcs/{BUCKET}/runs/crosstrain-result"} in env
+        handle = backend.send(request).of(request)
+        assert handle.result_at == f"gs://{BUCKET}/runs/crosstrain-result/result.pkl"
+        with pytest.raises(JobFailed, match="left no result"):
+            handle.result()
+        anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
+        client = storage.Client(project="p", credentials=anonymous, client_options={"api_endpoint": emulator})
+        client.bucket(BUCKET).blob("runs/crosstrain-result/result.pkl").upload_from_string(
+            cloudpickle.dumps({"accuracy": 0.5})
+        )
+        assert handle.result() == {"accuracy": 0.5}

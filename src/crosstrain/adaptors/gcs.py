@@ -66,3 +66,25 @@ def ship(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: flo
         return False
     upload(client, bucket, name, bundle, timeout=timeout)
     return True
+
+
+def read(client: Client, bucket: str, name: str, *, timeout: float, limit: int) -> bytes | None:
+    """gs://bucket/name's bytes (checked by md5), None where there is no such object; an object over `limit`
+    bytes is refused (`TooLarge`) before it is read."""
+    with gapic.calling(f"look for gs://{bucket}/{name}"):
+        blob = client.bucket(bucket).get_blob(name, timeout=timeout, retry=None)
+    if blob is None:
+        return None
+    if (blob.size or 0) > limit:
+        raise TooLarge(int(blob.size))
+    with gapic.calling(f"read gs://{bucket}/{name}"):
+        data: bytes = blob.download_as_bytes(timeout=timeout, checksum="md5", retry=None)
+    return data
+
+
+class TooLarge(Exception):
+    """An object larger than the caller reads into memory."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size:,} bytes")
+        self.size = size

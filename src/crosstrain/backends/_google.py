@@ -12,8 +12,8 @@ from pydantic import AfterValidator
 
 from crosstrain import secrets
 from crosstrain.backends.base import launcher_command, shown
-from crosstrain.errors import Problem, SubmitError
-from crosstrain.records import HttpCall, Request
+from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError, Unsupported
+from crosstrain.records import HttpCall, JobHandle, Request
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -302,6 +302,37 @@ def ship_code(request: Request, client: Callable[[], Client], retry: RetryPolicy
         ship = functools.partial(gcs.ship, storage, bucket, name, made, timeout=retry.call_timeout)
         sent += retry.poll(ship)
     return sent
+
+
+def read_result(handle: JobHandle, client: Callable[[], Client], retry: RetryPolicy) -> bytes:
+    """A function job's result from Cloud Storage, where its rank 0 wrote it through the FUSE mount."""
+    from crosstrain.adaptors import gcs
+    from crosstrain.backends.base import MAX_RESULT_BYTES
+
+    if not handle.result_at.startswith("gs://"):
+        raise Unsupported(
+            handle.target,
+            [Problem("result", f"the result is at {handle.result_at}, not in Cloud Storage", "copy it from there")],
+        )
+    bucket, _, name = handle.result_at.removeprefix("gs://").partition("/")
+    storage = client()
+    try:
+        data = retry.poll(
+            functools.partial(gcs.read, storage, bucket, name, timeout=retry.call_timeout, limit=MAX_RESULT_BYTES)
+        )
+    except gcs.TooLarge as large:
+        raise SpecError(
+            [
+                Problem(
+                    "result",
+                    f"{handle.result_at} holds {large.size:,} bytes, over {MAX_RESULT_BYTES:,}",
+                    "load it there",
+                )
+            ]
+        ) from None
+    if data is None:
+        raise JobFailed(f"job {handle.identity} succeeded and left no result at {handle.result_at}")
+    return data
 
 
 # ---- data inputs and outputs -------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
 
@@ -212,6 +213,18 @@ S = TypeVar("S", bound=TargetSettings)
 P = TypeVar("P")
 
 
+@dataclass(frozen=True)
+class Checked(Generic[P]):
+    """What the checks made of a job: the job as its nodes see it, every problem, the plan in a 1-tuple (None
+    where the platform refused to plan; a backend that plans nothing has `(None,)`), and where a function job's
+    result will be."""
+
+    job: TrainingJob
+    problems: list[Problem]
+    planned: tuple[P] | None
+    result_at: str
+
+
 class Backend(ABC, Generic[S, P]):
     """One platform, generic over its settings model `S` and its plan `P` (what a job means there).
 
@@ -243,6 +256,10 @@ class Backend(ABC, Generic[S, P]):
     #: The fields the render's plan puts in the body (path -> why), whose value a patch may change but which it
     #: may not remove: what the node-side emulation and the CLI formats read back.
     planned_fields: ClassVar[Mapping[tuple[str | int, ...], str]] = {}
+
+    #: Whether the platform keeps the files a job writes to `outputs/` (Azure ML uploads them with the run): a
+    #: function job's result goes there when the job names no `output_dir` the nodes mount.
+    keeps_outputs_folder: ClassVar[bool] = False
 
     #: The settings that say where credentials go (host, endpoint, workspace, project): what `configured()`
     #: reads from the environment and a handle or request from a file is checked against.
@@ -346,13 +363,16 @@ class Backend(ABC, Generic[S, P]):
 
     def refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
         """Everything this target cannot express about `job`; empty when it can run it."""
-        return self._checked(job, settings)[1]
+        return self._checked(job, settings).problems
 
-    def _checked(self, job: TrainingJob, settings: S) -> tuple[TrainingJob, list[Problem], tuple[P] | None]:
-        """The job as its nodes see it (data locations placed), every problem, and the plan in a 1-tuple (None
-        where the platform refused to plan). The checks and the render share this one plan."""
+    def _checked(self, job: TrainingJob, settings: S) -> Checked[P]:
+        """The job as its nodes see it (data locations placed, a function's result folder named), every problem,
+        and the plan. The checks and the render share this one plan."""
         from crosstrain import data
 
+        result_at = ""
+        if job.function_payload is not None:
+            job, result_at = self.function_result(job, settings)
         data_problems = self.data_refusals(job, settings) if job.inputs or job.outputs else []
         spec = job
         if not data_problems:
@@ -365,7 +385,7 @@ class Backend(ABC, Generic[S, P]):
         except Unsupported as refused:
             planned, problems = None, problems + list(refused.problems)
         problems += self.platform_refusals(spec, settings) + data_problems
-        return job, problems, planned
+        return Checked(job, problems, planned, result_at)
 
     def plan(self, job: TrainingJob, settings: S) -> P:
         """What `job` means on this platform, everything `_render` needs (resolved machines, images, staged code,
@@ -402,10 +422,10 @@ class Backend(ABC, Generic[S, P]):
 
         with packaging.rendering():  # the probe and the real render ship the same files, listed once
             settings = self.settings(job, overrides)
-            job, problems, planned = self._checked(job, settings)
-            if problems or planned is None:
-                raise Unsupported(self.name, problems)
-            (plan,) = planned
+            checked = self._checked(job, settings)
+            if checked.problems or checked.planned is None:
+                raise Unsupported(self.name, checked.problems)
+            job, (plan,), result_at = checked.job, checked.planned, checked.result_at
             probe = self._render(job, settings, plan, placeholder_ids(job, self.identity_max_len))
             if settings.patch is not None:
                 self.check_patch(settings.patch, probe)
@@ -416,9 +436,29 @@ class Backend(ABC, Generic[S, P]):
             request = self._render(job, settings, plan, ids)
             if settings.patch is not None:
                 request = patched(request, settings.patch, self.name)
-            request = dataclasses.replace(request, fingerprint=fingerprint)
+            notes = request.notes
+            if job.function_payload is not None and not result_at:
+                notes += (LOST_RESULT,)
+            request = dataclasses.replace(request, fingerprint=fingerprint, result_at=result_at, notes=notes)
         self._rendered.add(_digest(request))  # made from the job's own settings: sent as it is
         return request
+
+    def function_result(self, job: TrainingJob, settings: S) -> tuple[TrainingJob, str]:
+        """Where rank 0 of a function job leaves what the function returned: the job, told the folder as its nodes
+        see it (`CROSSTRAIN_RESULT_DIR`), and where the result is read back from. "" where it is kept nowhere."""
+        from crosstrain import data
+        from crosstrain.function import RESULT
+
+        named = job.env.get("CROSSTRAIN_RESULT_DIR")
+        if isinstance(named, str):  # the job says where (a local run emulating this platform does)
+            return job, f"{named.rstrip('/')}/{RESULT}"
+        folder = data.result_folder(job.output_dir)
+        if folder is not None:
+            node, stored = folder
+            return job.model_copy(update={"env": {**job.env, "CROSSTRAIN_RESULT_DIR": node}}), f"{stored}/{RESULT}"
+        if self.keeps_outputs_folder:
+            return job, f"outputs/{RESULT}"
+        return job, ""  # kept nowhere: the render says so, and `submit_function` refuses it
 
     @abstractmethod
     def _render(self, job: TrainingJob, settings: S, plan: P, ids: Ids) -> Request:
@@ -477,7 +517,8 @@ class Backend(ABC, Generic[S, P]):
 
     # -- submit (sends) ------------------------------------------------------------------------------------
     def submit(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> JobHandle:
-        return self.send(self.render(job, overrides))
+        request = self.render(job, overrides)
+        return self.send(request).of(request)
 
     @abstractmethod
     def send(self, request: Request) -> JobHandle: ...
@@ -547,6 +588,47 @@ class Backend(ABC, Generic[S, P]):
             pause = interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
             self.retry.sleep(pause)
             interval = min(interval * 1.5, max_interval)
+
+    def read_result(self, handle: JobHandle, *, timeout: float | None = None) -> bytes:
+        """The pickled result of a function job, once it has succeeded (`JobHandle.result`)."""
+        self.wait(handle, timeout=timeout)
+        return self.result_bytes(handle)
+
+    def result_bytes(self, handle: JobHandle) -> bytes:
+        """The result file's bytes, from where the job left it (`handle.result_at`); by default, where the
+        platform keeps it and crosstrain cannot read it: said, with how to read it."""
+        raise Unsupported(
+            self.name,
+            [
+                Problem(
+                    "result",
+                    f"crosstrain does not read results back from {self.name}: rank 0 left it at {handle.result_at}",
+                    f"copy it from there and load it with cloudpickle.load (the job's console: {handle.console_url})"
+                    if handle.console_url
+                    else "copy it from there and load it with cloudpickle.load",
+                )
+            ],
+        )
+
+
+#: What a function job's request says where the platform keeps no file its nodes write.
+LOST_RESULT = (
+    "rank 0's return value is kept nowhere: the job names no output_dir its nodes write (gs://, dbfs:/ or "
+    "/Volumes/), so submit_function refuses it; set output_dir to read the result back with handle.result()"
+)
+#: The largest function result crosstrain reads back into memory.
+MAX_RESULT_BYTES = 1024**3
+
+
+def read_bounded(path: Path, what: str, limit: int = MAX_RESULT_BYTES) -> bytes:
+    """A file's bytes, refused past `limit` (before it is read) with where it is."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise JobFailed(f"{what} is not at {path}: {exc.strerror or exc}") from None
+    if size > limit:
+        raise SpecError([Problem("result", f"{what} at {path} holds {size:,} bytes, over {limit:,}", "load it there")])
+    return path.read_bytes()
 
 
 def patched(request: Request, patch: dict[str, Any], target: str) -> Request:

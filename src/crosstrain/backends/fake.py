@@ -115,6 +115,8 @@ def _write_atomic(path: Path, record: dict[str, Any]) -> None:
 class FakeBackend(Backend[FakeSettings, None]):
     """Runs nothing; keeps jobs as files. Example: `crosstrain submit job.yaml --target fake --wait`."""
 
+    keeps_outputs_folder = True  # as the cloud it plays would
+
     name = "fake"
     handle_ref = {"url": str}
     title = "Fake cloud (local directory)"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import importlib.util
 import os
 import sys
@@ -30,9 +31,10 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from crosstrain import catalog, data, packaging
-from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command
+from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command, read_bounded
 from crosstrain.backends.emulation import LOOPBACK, PATH, PORT, RUN_DIR, STAGE_DIR, Emulation, Node, ranks
-from crosstrain.errors import MissingDependency, Problem, SpecError, Unsupported
+from crosstrain.errors import FunctionFailed, JobFailed, MissingDependency, Problem, SpecError, Unsupported
+from crosstrain.function import RESULT
 from crosstrain.launch import torchrun_options, with_node_arguments
 from crosstrain.packaging import ARCHIVE_NAME, PACKAGE, VERSION, CodeRef
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
@@ -310,6 +312,8 @@ class LocalBackend(Backend[LocalSettings, None]):
                 )
         if emulated is not None:
             body["rendered_for"] = {"target": emulated.target, "identity": emulated.identity}
+        if job.function_payload is not None:
+            body["result_folder"] = job.env["CROSSTRAIN_RESULT_DIR"]
         if places:
             body["data"] = places
             body["output_folders"] = folders
@@ -393,6 +397,11 @@ class LocalBackend(Backend[LocalSettings, None]):
         ]
         for folder in body.get("output_folders", []):
             Path(folder).mkdir(parents=True, exist_ok=True)
+        if body.get("result_folder"):  # what an earlier run of the same function left is not this run's
+            folder = Path(body["result_folder"])
+            folder.mkdir(parents=True, exist_ok=True)
+            for stale in [folder / RESULT, *folder.glob("error-rank*.txt")]:
+                stale.unlink(missing_ok=True)
         with contextlib.ExitStack() as stack:
             cwd = body["workdir"]
             if request.code is not None:
@@ -414,6 +423,33 @@ class LocalBackend(Backend[LocalSettings, None]):
             with contextlib.suppress(OSError):
                 (Path(outcome.log).parent / "handle.json").write_text(handle.dumps())
         return handle
+
+    def function_result(self, job: TrainingJob, settings: LocalSettings) -> tuple[TrainingJob, str]:
+        """A folder of its own under `runs_dir`, named by the function and its arguments (emptied when the run
+        starts), unless the job names one (`CROSSTRAIN_RESULT_DIR`)."""
+        folder = job.env.get("CROSSTRAIN_RESULT_DIR")
+        if not isinstance(folder, str):
+            digest = hashlib.sha256(job.function_payload or b"").hexdigest()[:16]
+            folder = str(Path(os.path.expanduser(settings.runs_dir)).absolute() / "results" / digest)
+            job = job.model_copy(update={"env": {**job.env, "CROSSTRAIN_RESULT_DIR": folder}})
+        return job, str(Path(folder) / RESULT)
+
+    def result_bytes(self, handle: JobHandle) -> bytes:
+        """rank 0's result; a rank's traceback (`FunctionFailed`) where one raised."""
+        folder = Path(handle.result_at).parent
+        errors = sorted(folder.glob("error-rank*.txt"), key=lambda p: (p.stat().st_mtime_ns, p.name))
+        if errors:
+            rank = int(errors[0].stem.removeprefix("error-rank"))
+            raise FunctionFailed(rank, errors[0].read_text(errors="replace"), len(errors))
+        return read_bounded(Path(handle.result_at), "the function's result")
+
+    def read_result(self, handle: JobHandle, *, timeout: float | None = None) -> bytes:
+        """A local run has ended when its handle exists: a failed rank's traceback first, then the state."""
+        try:
+            return super().read_result(handle, timeout=timeout)
+        except JobFailed:
+            self.result_bytes(handle)  # raises FunctionFailed where a rank left its traceback
+            raise
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         settings = self.settings_model.model_validate({**self.overrides, **(overrides or {})})

@@ -17,6 +17,7 @@ from crosstrain.backends._google import (
     data_node_path,
     data_refusals,
     labels,
+    read_result,
     ship_code,
     storage_client,
     upload_call,
@@ -381,6 +382,11 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
                 f"was created. To run this job, {self.conflict_fix}"
             )
         self.check_same_request(request, found.get(FINGERPRINT_LABEL), where)
+
+    def result_bytes(self, handle: JobHandle) -> bytes:
+        found = _JOBS_PATH.search(urlsplit(str(handle.ref["url"])).path)
+        project, factory, extra = unquote(found["project"]) if found else "", self.storage_client, self.extra or ""
+        return read_result(handle, lambda: factory(project) if factory else storage_client(project, extra), self.retry)
 
     def status(self, handle: JobHandle) -> JobStatus:
         self.check_handle(handle)

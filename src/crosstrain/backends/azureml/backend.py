@@ -79,6 +79,8 @@ if TYPE_CHECKING:
 class AzureMLBackend(Backend[AzureMLSettings, Plan]):
     """Azure ML command jobs. Example: `crosstrain submit job.yaml -t azureml --set workspace=my-ws`."""
 
+    keeps_outputs_folder = True  # Azure ML uploads outputs/ with the run
+
     emulation = EMULATION
     name = "azureml"
     title = "Azure Machine Learning"

@@ -19,6 +19,7 @@ from crosstrain import catalog, data, packaging, secrets, uploads
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
+    MAX_RESULT_BYTES,
     NODES_WHY,
     Backend,
     Capabilities,
@@ -30,6 +31,7 @@ from crosstrain.backends.databricks import wire
 from crosstrain.backends.databricks.emulate import EMULATION
 from crosstrain.backends.databricks.logs import (
     DRIVER_PREFIX,
+    WorkspaceFiles,
     _DriverLogs,
     _failing_rank,
     _not_seen,
@@ -55,7 +57,7 @@ from crosstrain.backends.databricks.wire import (
     _query_path,
 )
 from crosstrain.databricks_task import LAUNCHER_NAME
-from crosstrain.errors import CrosstrainError, Problem, SpecError, SubmitError, Unsupported
+from crosstrain.errors import CrosstrainError, JobFailed, Problem, SpecError, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.settings import resolve_settings, url_credentials
@@ -776,6 +778,20 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
     def cancel(self, handle: JobHandle) -> None:
         run_id = int(handle.ref["run_id"])
         self._safe_call(partial(self._handle_client(handle).jobs.cancel_run, run_id), f"runs/cancel {run_id}")
+
+    def result_bytes(self, handle: JobHandle) -> bytes:
+        """A function job's result, from the volume or DBFS folder under the job's output_dir."""
+        path, dbfs = WorkspaceFiles.path(handle.result_at)
+        if not (dbfs or path.startswith("/Volumes/")):
+            return super().result_bytes(handle)
+        files = WorkspaceFiles(self._handle_client(handle), self._safe_call, dbfs=dbfs)
+        size = files.size(path)
+        if size is None:
+            raise JobFailed(f"job {handle.identity} succeeded and left no result at {handle.result_at}")
+        if size > MAX_RESULT_BYTES:
+            too_many = f"{handle.result_at} holds {size:,} bytes, over {MAX_RESULT_BYTES:,}"
+            raise SpecError([Problem("result", too_many, "load it from there")])
+        return files.chunk(path, 0, size)
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The driver's stdout and stderr as the cluster delivers them (`cluster_log_conf`, read from where the

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from crosstrain.backends.databricks.settings import CANCELED, DBFS_LOG_ROOT, STATE_MAP, SUCCESS, DatabricksSettings
+from crosstrain.errors import SubmitError
 from crosstrain.records import JobState
 
 if TYPE_CHECKING:
@@ -77,31 +78,21 @@ _DRIVER_FILES = (("stdout", DRIVER_PREFIX), ("stderr", "[driver stderr] "))
 _DBFS_READ = 1024 * 1024
 
 
-class _DriverLogs:
-    """The driver's delivered stdout and stderr, each read from the offset where the last read ended: a line is
-    yielded once, whole (a line still being written waits for its newline, unless the run has ended)."""
+class WorkspaceFiles:
+    """Files in DBFS (`dbfs:/...`) or a Unity Catalog volume (`/Volumes/...`), read by size and byte range."""
 
-    def __init__(self, w: WorkspaceClient, folder: str, call: Callable[[Callable[[], Any], str], Any]) -> None:
-        self.w, self.call = w, call
-        self.dbfs = folder.startswith("dbfs:")
-        self.folder = "/" + folder.removeprefix("dbfs:").lstrip("/") if self.dbfs else folder
-        self.offsets: dict[str, int] = {}
-        self.partial: dict[str, bytes] = {}
-        self.stdout: list[str] = []  # every stdout line read, to tell what the run output's tail adds
+    def __init__(self, w: WorkspaceClient, call: Callable[[Callable[[], Any], str], Any], *, dbfs: bool) -> None:
+        self.w, self.call, self.dbfs = w, call, dbfs
 
-    @classmethod
-    def of(cls, run: Run, w: WorkspaceClient, call: Callable[[Callable[[], Any], str], Any]) -> _DriverLogs | None:
-        """The reader of the run's delivered driver logs; None until its cluster is known, or for a run whose
-        cluster delivers no logs to DBFS or a volume."""
-        for task in run.tasks or []:
-            conf = task.new_cluster.cluster_log_conf if task.new_cluster else None
-            place = (conf.volumes or conf.dbfs) if conf else None
-            instance = task.cluster_instance or run.cluster_instance
-            if place and place.destination and instance and instance.cluster_id:
-                return cls(w, f"{place.destination.rstrip('/')}/{instance.cluster_id}/driver", call)
-        return None
+    @staticmethod
+    def path(location: str) -> tuple[str, bool]:
+        """A location as the API names it (DBFS paths without `dbfs:`), and whether it is in DBFS."""
+        if location.startswith("dbfs:"):
+            return "/" + location.removeprefix("dbfs:").lstrip("/"), True
+        return location, False
 
-    def _size(self, path: str) -> int | None:
+    def size(self, path: str) -> int | None:
+        """The file's size; None where there is no such file."""
         from crosstrain.adaptors import databricks as adaptor
 
         if self.dbfs:
@@ -110,7 +101,8 @@ class _DriverLogs:
         meta = self.call(partial(adaptor.found_or_none, partial(self.w.files.get_metadata, path)), f"fs {path}")
         return None if meta is None else int(meta.content_length or 0)
 
-    def _chunk(self, path: str, start: int, end: int) -> bytes:
+    def chunk(self, path: str, start: int, end: int) -> bytes:
+        """Bytes `start` to `end` (exclusive) of the file."""
         if self.dbfs:
             data = b""
             while start + len(data) < end:
@@ -127,22 +119,47 @@ class _DriverLogs:
             if self.w.config.workspace_id:  # as the SDK's own Files API calls send it
                 headers["X-Databricks-Workspace-Id"] = self.w.config.workspace_id
             answer = self.w.api_client.do("GET", f"/api/2.0/fs/files{quote(path)}", headers=headers, raw=True)
-            assert isinstance(answer, dict)
+            if not isinstance(answer, dict):
+                raise SubmitError(f"fs/files {path}: the workspace answered without the file's contents")
             data = bytes(answer["contents"].read())
             return data[start:end] if len(data) > end - start else data  # a server that ignored the range
 
         return bytes(self.call(ranged, f"fs/files {path}"))
 
+
+class _DriverLogs:
+    """The driver's delivered stdout and stderr, each read from the offset where the last read ended: a line is
+    yielded once, whole (a line still being written waits for its newline, unless the run has ended)."""
+
+    def __init__(self, w: WorkspaceClient, folder: str, call: Callable[[Callable[[], Any], str], Any]) -> None:
+        self.folder, dbfs = WorkspaceFiles.path(folder)
+        self.files = WorkspaceFiles(w, call, dbfs=dbfs)
+        self.offsets: dict[str, int] = {}
+        self.partial: dict[str, bytes] = {}
+        self.stdout: list[str] = []  # every stdout line read, to tell what the run output's tail adds
+
+    @classmethod
+    def of(cls, run: Run, w: WorkspaceClient, call: Callable[[Callable[[], Any], str], Any]) -> _DriverLogs | None:
+        """The reader of the run's delivered driver logs; None until its cluster is known, or for a run whose
+        cluster delivers no logs to DBFS or a volume."""
+        for task in run.tasks or []:
+            conf = task.new_cluster.cluster_log_conf if task.new_cluster else None
+            place = (conf.volumes or conf.dbfs) if conf else None
+            instance = task.cluster_instance or run.cluster_instance
+            if place and place.destination and instance and instance.cluster_id:
+                return cls(w, f"{place.destination.rstrip('/')}/{instance.cluster_id}/driver", call)
+        return None
+
     def read(self, *, final: bool = False) -> Iterator[str]:
         """Every whole line delivered since the last read, prefixed, stdout's then stderr's."""
         for name, prefix in _DRIVER_FILES:
             path = f"{self.folder}/{name}"
-            size, start = self._size(path), self.offsets.get(name, 0)
+            size, start = self.files.size(path), self.offsets.get(name, 0)
             if size is not None and size < start:  # rotated: the active file starts again
                 yield f"[crosstrain: the driver's {name} was rotated; lines in between may be missing]"
                 start, self.partial[name] = 0, b""
             if size is not None and size > start:
-                data = self._chunk(path, start, size)
+                data = self.files.chunk(path, start, size)
                 self.offsets[name] = start + len(data)
                 *lines, rest = (self.partial.pop(name, b"") + data).split(b"\n")
                 self.partial[name] = rest

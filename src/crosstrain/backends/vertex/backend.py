@@ -21,6 +21,7 @@ from crosstrain.backends._google import (
     fuse_command,
     labels,
     node_command,
+    read_result,
     runs_under_launcher,
     ship_code,
     storage_client,
@@ -425,6 +426,10 @@ class VertexBackend(Backend[VertexSettings, Plan]):
             mine = "" if survivor.name == created.name else f"; this submit's own {created.name} was cancelled"
             self.check_same_request(request, found, f"{survivor.name}, created by a concurrent submit{mine}")
         return self.issue(_handle(identity, survivor.name, endpoint, parent, adopted=survivor.name != created.name))
+
+    def result_bytes(self, handle: JobHandle) -> bytes:
+        project, factory, extra = str(handle.ref["project"]), self.storage_client, self.extra or ""
+        return read_result(handle, lambda: factory(project) if factory else storage_client(project, extra), self.retry)
 
     def status(self, handle: JobHandle) -> JobStatus:
         self.check_handle(handle)
