@@ -112,7 +112,7 @@ def yaml(session: nox.Session, pyyaml: str, libyaml: bool) -> None:
                         env={"PYYAML_FORCE_LIBYAML": "0"})  # fmt: skip
     check = f"import yaml; assert hasattr(yaml, 'CSafeLoader') is {libyaml}, 'libyaml: ' + str(not {libyaml})"
     session.run("python", "-c", check)
-    session.run("pytest", "tests/test_inputs.py", "tests/test_hostile_input.py", "tests/test_loader.py")
+    session.run("pytest", "tests/test_untrusted.py", "tests/test_hostile_input.py", "tests/test_loader.py")
 
 
 @nox.session

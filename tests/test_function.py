@@ -120,7 +120,7 @@ def test_a_submitted_functions_handle_brings_rank_zeros_result_back(tmp_path: Pa
 
 def test_submitting_a_function_whose_result_would_be_lost_is_refused_before_anything_is_sent() -> None:
     job = {"name": "fn", "image": "img:1", "primary": {"machine": "n1-standard-8"}}
-    settings = {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket/stage"}
+    settings: dict[str, Any] = {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket/stage"}
     with pytest.raises(SpecError) as refused:  # Vertex keeps what a node writes only under a gs:// output_dir
         crosstrain.submit_function(all_reduce_ranks, job, "vertex", args=(1.0,), **settings)
     assert [p.path for p in refused.value.problems] == ["output_dir"]

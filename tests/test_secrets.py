@@ -15,10 +15,11 @@ from crosstrain.errors import SpecError, Unsupported
 from crosstrain.loader import job_from_dict
 from crosstrain.records import Request
 from crosstrain.registry import create_backend
-from crosstrain.testing.conformance import BASE_JOB, SECRET_REFERENCES, merge
+from crosstrain.secrets import EXAMPLE_REFERENCES
+from crosstrain.testing.conformance import BASE_JOB, merge
 from tests.backends.discovery import assert_conforms
 
-DATABRICKS, GCP, AZURE = (SECRET_REFERENCES[s] for s in ("databricks", "gcp", "azure"))
+DATABRICKS, GCP, AZURE = (EXAMPLE_REFERENCES[s] for s in ("databricks", "gcp", "azure"))
 SETTINGS: dict[str, dict[str, Any]] = {
     "databricks": {"host": "https://dbc-1234abcd-5678.cloud.databricks.com"},
     "vertex": {"project": "my-proj", "region": "us-central1"},

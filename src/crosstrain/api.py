@@ -302,19 +302,19 @@ def settings_for(target: str, settings: Mapping[str, Any]) -> dict[str, Any]:
 def read_request(text: str, name: str | None = None) -> Request | None:
     """A rendered request from JSON text, or None if the text is not one (then it is a job spec).
 
-    Parsed within `inputs.REQUEST`'s limits; a request with a field of the wrong type is a `SpecError` naming it.
+    Parsed within `untrusted.REQUEST`'s limits; a request with a field of the wrong type is a `SpecError` naming it.
     """
-    from crosstrain import inputs
+    from crosstrain import untrusted
     from crosstrain.records import Request
 
     if not text.lstrip().startswith("{"):
         return None
     try:
-        data = inputs.parse_json(text, inputs.REQUEST, name)
-    except inputs.NotJSON:
+        data = untrusted.parse_json(text, untrusted.REQUEST, name)
+    except untrusted.NotJSON:
         return None
     except SpecError:
-        if len(text) <= inputs.JOB.max_bytes:
+        if len(text) <= untrusted.JOB.max_bytes:
             return None  # small enough to be a job file: the job loader says what is wrong, in a job's terms
         raise
     if not (isinstance(data, dict) and {"target", "identity", "calls"} <= data.keys()):
@@ -327,7 +327,7 @@ def read_request(text: str, name: str | None = None) -> Request | None:
 
 def _request_problems(data: dict[str, Any]) -> list[Problem]:
     """What `Request.from_dict` needs, checked field by field so an edited request gets a path, not a crash."""
-    from crosstrain import inputs
+    from crosstrain import untrusted
 
     fix = "render the job again (`crosstrain render JOB --json`) and edit only values"
     problems: list[Problem] = []
@@ -335,7 +335,7 @@ def _request_problems(data: dict[str, Any]) -> list[Problem]:
     def need(path: str, value: Any, kind: type | tuple[type, ...], what: str) -> bool:
         if isinstance(value, kind) and not isinstance(value, bool):
             return True
-        problems.append(Problem(path, f"must be {what}, not {inputs.excerpt(value)}", fix))
+        problems.append(Problem(path, f"must be {what}, not {untrusted.excerpt(value)}", fix))
         return False
 
     for key in ("target", "identity", "job_name"):
@@ -357,7 +357,7 @@ def _request_problems(data: dict[str, Any]) -> list[Problem]:
         headers = call.get("headers") or {}
         if need(f"calls[{i}].headers", headers, dict, "a mapping of names to values"):
             for key, value in headers.items():
-                need(f"calls[{i}].headers.{inputs.excerpt(key, 40)[1:-1]}", value, str, "a string")
+                need(f"calls[{i}].headers.{untrusted.excerpt(key, 40)[1:-1]}", value, str, "a string")
             if CREDENTIAL_HEADERS & {str(h).lower() for h in headers}:
                 problems.append(
                     Problem(f"calls[{i}].headers", "a rendered request must not carry credentials", "remove them")

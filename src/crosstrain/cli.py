@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from crosstrain.errors import CrosstrainError, ExitCode, JobFailed, Problem, SpecError, UsageError, WaitTimeout
-from crosstrain.inputs import cut
 from crosstrain.registry import BUILTIN_BACKENDS
+from crosstrain.untrusted import cut
 
 if TYPE_CHECKING:
     from crosstrain.records import Request
@@ -182,7 +182,7 @@ def _version() -> str:
 
 def _load_handle(source: str) -> Any:
     """A handle from the text itself (JSON), a file holding it, or stdin (`-`)."""
-    from crosstrain import inputs
+    from crosstrain import untrusted
     from crosstrain.records import JobHandle
 
     is_text = source.lstrip()[:1] in ("{", "[", '"')
@@ -191,13 +191,13 @@ def _load_handle(source: str) -> Any:
             [
                 Problem(
                     "handle",
-                    f"not a handle and no such file: {inputs.excerpt(source)}",
+                    f"not a handle and no such file: {untrusted.excerpt(source)}",
                     "pass the line `crosstrain submit` printed (it starts with {), a file holding it, or -",
                 )
             ],
             headline="invalid job handle",
         )
-    text = source if is_text else inputs.read_text(source, inputs.HANDLE)[0]
+    text = source if is_text else untrusted.read_text(source, untrusted.HANDLE)[0]
     return JobHandle.loads(text)
 
 
@@ -238,17 +238,17 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def _load_job(source: str) -> TrainingJob:
-    from crosstrain import inputs
+    from crosstrain import untrusted
 
-    job = _job_from_text(*inputs.read_text(source, inputs.JOB))
+    job = _job_from_text(*untrusted.read_text(source, untrusted.JOB))
     return job.located(None if source == "-" else Path(source).absolute().parent)
 
 
 def _job_from_text(text: str, name: str) -> TrainingJob:
     """Parse before importing pydantic and the backends, so hostile input is refused in a few tens of ms."""
-    from crosstrain import inputs
+    from crosstrain import untrusted
 
-    data = inputs.parse_yaml(text, inputs.JOB, name)
+    data = untrusted.parse_yaml(text, untrusted.JOB, name)
     from crosstrain.loader import job_from_dict
 
     return job_from_dict(data, source=name)
@@ -280,10 +280,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _job_or_request(source: str) -> TrainingJob | Request:
     """A .json file or stdin holds a job or a rendered request (read up to a request's limits); else a job."""
-    from crosstrain import inputs
+    from crosstrain import untrusted
 
     if source == "-" or source.endswith(".json"):
-        text, name = inputs.read_text(source, inputs.REQUEST)
+        text, name = untrusted.read_text(source, untrusted.REQUEST)
         from crosstrain import api
 
         request = api.read_request(text, name)

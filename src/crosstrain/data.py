@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from crosstrain.errors import Problem
-from crosstrain.spec import DATA_REFERENCE, data_kind
+from crosstrain.locations import KIND_TITLES
+from crosstrain.locations import kind as location_kind
+from crosstrain.spec import DATA_REFERENCE
 
 if TYPE_CHECKING:
     from crosstrain.spec import DataInput, DataOutput, TrainingJob
@@ -25,17 +27,6 @@ if TYPE_CHECKING:
     Location = DataInput | DataOutput
 
 _Model = TypeVar("_Model", bound=BaseModel)
-
-#: What each kind of location is called in messages.
-KIND_TITLES = {
-    "gs": "Cloud Storage",
-    "azureml": "an Azure ML data asset or datastore",
-    "azure": "Azure Storage",
-    "s3": "Amazon S3",
-    "volume": "a Unity Catalog volume",
-    "dbfs": "DBFS",
-    "local": "a local path",
-}
 
 
 def locations(job: TrainingJob) -> Iterator[tuple[str, str, Location]]:
@@ -47,8 +38,8 @@ def locations(job: TrainingJob) -> Iterator[tuple[str, str, Location]]:
 
 
 def kind(location: Location) -> str:
-    """`crosstrain.spec.data_kind` of the location's path; `none` for an output with no path."""
-    return data_kind(location.path) if location.path is not None else "none"
+    """`crosstrain.locations.kind` of the location's path; `none` for an output with no path."""
+    return location_kind(location.path) if location.path is not None else "none"
 
 
 def refusal(direction: str, name: str, message: str, fix: str, field: str = "") -> Problem:
@@ -138,25 +129,3 @@ def references(job: TrainingJob) -> Iterator[tuple[str, str, str]]:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
         for found in DATA_REFERENCE.finditer(text):
             yield path, found[1], found[2]
-
-
-#: The folder under a job's `output_dir` where rank 0 of a function job leaves its result.
-RESULT_FOLDER = "crosstrain-result"
-
-
-def result_folder(output_dir: str | None) -> tuple[str, str] | None:
-    """Where a function job's result goes, given the job's `output_dir`: the folder as a node's file system
-    sees it (Cloud Storage through its FUSE mount, DBFS through /dbfs, a volume as it is) and as its storage
-    names it; None where no node mounts the output folder."""
-    if not output_dir:
-        return None
-    base = output_dir.rstrip("/")
-    if base.startswith("gs://"):
-        node = "/gcs/" + base.removeprefix("gs://")
-    elif base.startswith("dbfs:/"):
-        node = "/dbfs/" + base.removeprefix("dbfs:/").lstrip("/")
-    elif base.startswith("/Volumes/"):
-        node = base
-    else:
-        return None
-    return f"{node}/{RESULT_FOLDER}", f"{base}/{RESULT_FOLDER}"

@@ -11,21 +11,21 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from crosstrain import inputs
+from crosstrain import untrusted
 from crosstrain.errors import Problem, SpecError
 from crosstrain.spec import TrainingJob
 
 
 def read_document(source: str | Path, *, stdin: typing.TextIO | None = None) -> tuple[Any, str]:
-    """Parse a YAML/JSON file (or `-` for stdin) within `inputs.JOB`'s limits. Returns the data and a name for
+    """Parse a YAML/JSON file (or `-` for stdin) within `untrusted.JOB`'s limits. Returns the data and a name for
     messages."""
-    text, name = inputs.read_text(source, inputs.JOB, stdin=stdin)
+    text, name = untrusted.read_text(source, untrusted.JOB, stdin=stdin)
     return parse_text(text, name), name
 
 
 def parse_text(text: str, name: str) -> Any:
-    """YAML or JSON text -> data (JSON is YAML, so one parser covers both), within `inputs.JOB`'s limits."""
-    return inputs.parse_yaml(text, inputs.JOB, name)
+    """YAML or JSON text -> data (JSON is YAML, so one parser covers both), within `untrusted.JOB`'s limits."""
+    return untrusted.parse_yaml(text, untrusted.JOB, name)
 
 
 def load_job(source: str | Path | Mapping[str, Any] | TrainingJob) -> TrainingJob:
@@ -82,14 +82,14 @@ def problems_from(exc: ValidationError, model: type[BaseModel], prefix: str = ""
             path = _dotted([prefix, *loc[: -1 if alike else None]] if prefix else loc[: -1 if alike else None])
             message, fix = _explain(err, model, loc)
             if alike:
-                names = ", ".join(inputs.excerpt(loc[-1], 30) for _, loc in group[:SAME_KIND])
+                names = ", ".join(untrusted.excerpt(loc[-1], 30) for _, loc in group[:SAME_KIND])
                 if err["type"] == "extra_forbidden":
                     known = _fields_at(model, loc[:-1])
                     message = f"{len(group):,} unknown fields: {names}, …"
                     fix = "remove them" + (f"; known fields here: {', '.join(known)}" if known else "")
                 else:
                     message = f"{len(group):,} values ({names}, …): {message}"
-            problems.append(Problem(path, inputs.cut(message, 300), inputs.cut(fix, 300)))
+            problems.append(Problem(path, untrusted.cut(message, 300), untrusted.cut(fix, 300)))
     problems = problems[:MAX_PROBLEMS]
     if total > len(problems):
         more = total - len(problems)
@@ -116,7 +116,7 @@ def _dotted(loc: list[Any]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            text = inputs.excerpt(part, 40)[1:-1] if isinstance(part, str) and len(part) > 40 else str(part)
+            text = untrusted.excerpt(part, 40)[1:-1] if isinstance(part, str) and len(part) > 40 else str(part)
             text = text or '""'  # an empty key still needs a place in the path
             out += f".{text}" if out else text
     return out
@@ -133,7 +133,7 @@ def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str
         known = _fields_at(model, loc[:-1])
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) if len(name) < 100 else []
         hint = f"did you mean {close[0]!r}?" if close else f"remove it; known fields here: {', '.join(known)}"
-        return f"unknown field {inputs.excerpt(name)}", hint
+        return f"unknown field {untrusted.excerpt(name)}", hint
     if kind == "missing":
         return "required field is missing", f"add `{loc[-1]}:`" if loc else "add it"
     if kind == "value_error" and "; " in str(ctx.get("error", "")):
@@ -142,7 +142,7 @@ def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str
         return what, how
     message = err["msg"]
     if "input" in err and kind not in ("model_type", "dict_type"):
-        message = f"{message} (got {inputs.excerpt(err['input'])})"
+        message = f"{message} (got {untrusted.excerpt(err['input'])})"
     fixes = {
         "greater_than_equal": f"use a value of at least {ctx.get('ge')}",
         "greater_than": f"use a value above {ctx.get('gt')}",

@@ -2,7 +2,7 @@
 
 The escape hatch for platform fields with no portable meaning (Vertex AI's `enableWebAccess`, Azure ML's
 `services`, a Databricks cluster policy...). It is applied after rendering, so the dry run shows it and the
-fingerprint covers it, and checked at render against the platform's own schema (`crosstrain/schemas/*.json`,
+fingerprint covers it, and checked at render against the platform's own schema (each platform package's `schema.json`,
 derived from the platform's SDK by `crosstrain.schemas.generate`): an unknown field, a value of the wrong type or
 an unknown enum value is an error at `targets.<target>.patch.<path>` before anything is sent. Only the standard
 library is imported here: rendering loads no cloud SDK.
@@ -70,9 +70,9 @@ def _positions(patch: Any, target: list[Any]) -> bool:
 
 
 @cache
-def schema(platform: str) -> dict[str, Any]:
-    """The platform's create-body schema, shipped with crosstrain."""
-    text = resources.files("crosstrain").joinpath("schemas").joinpath(f"{platform}.json").read_text(encoding="utf-8")
+def schema(package: str) -> dict[str, Any]:
+    """A platform's create-body schema: its package's `schema.json`, shipped with crosstrain."""
+    text = resources.files(package).joinpath("schema.json").read_text(encoding="utf-8")
     return json.loads(text)  # type: ignore[no-any-return]
 
 

@@ -191,9 +191,9 @@ class JobHandle:
 
     @classmethod
     def loads(cls, text: str) -> JobHandle:
-        """Read a handle back, within `inputs.HANDLE`'s limits; also takes the object `submit --json` prints.
+        """Read a handle back, within `untrusted.HANDLE`'s limits; also takes the object `submit --json` prints.
         Anything else is a `SpecError` naming the field, before any backend is created."""
-        from crosstrain import inputs
+        from crosstrain import untrusted
         from crosstrain.errors import MissingDependency, UnknownBackend
         from crosstrain.registry import entries, get_backend_class
 
@@ -205,16 +205,18 @@ class JobHandle:
         data: Any = None
         for _ in range(2):  # a handle, or `submit --json`'s object holding one under "handle"
             try:
-                data = inputs.parse_json(text, inputs.HANDLE, None)
-            except inputs.NotJSON as exc:
-                raise bad("handle", f"not JSON ({inputs.cut(str(exc), 80)}): {inputs.excerpt(text.strip())}") from None
+                data = untrusted.parse_json(text, untrusted.HANDLE, None)
+            except untrusted.NotJSON as exc:
+                raise bad(
+                    "handle", f"not JSON ({untrusted.cut(str(exc), 80)}): {untrusted.excerpt(text.strip())}"
+                ) from None
             if isinstance(data, dict) and isinstance(data.get("handle"), str):
                 text = data["handle"]
                 continue
             break
         if not isinstance(data, dict):
             kind = "null" if data is None else type(data).__name__
-            raise bad("handle", f"a handle is a JSON object, not {kind}: {inputs.excerpt(text.strip())}")
+            raise bad("handle", f"a handle is a JSON object, not {kind}: {untrusted.excerpt(text.strip())}")
         optional = ("console_url", "result_at")
         for key, limit in (("target", 64), ("identity", 1024), ("job_id", 1024), *((key, 4096) for key in optional)):
             if key not in data:
@@ -223,18 +225,18 @@ class JobHandle:
                 raise bad(f"handle.{key}", "missing")
             value = data[key]
             if not isinstance(value, str) or (not value and key not in optional):
-                raise bad(f"handle.{key}", f"must be a non-empty string, not {inputs.excerpt(value)}")
+                raise bad(f"handle.{key}", f"must be a non-empty string, not {untrusted.excerpt(value)}")
             if len(value) > limit:
-                raise bad(f"handle.{key}", f"longer than {limit:,} characters: {inputs.excerpt(value)}")
+                raise bad(f"handle.{key}", f"longer than {limit:,} characters: {untrusted.excerpt(value)}")
         ref = data.get("ref")
         if ref is not None and not isinstance(ref, dict):
-            raise bad("handle.ref", f"must be a JSON object, not {inputs.excerpt(ref)}")
+            raise bad("handle.ref", f"must be a JSON object, not {untrusted.excerpt(ref)}")
         try:
             backend = get_backend_class(data["target"])
         except UnknownBackend:
             known = ", ".join(sorted(entries()))
             raise bad(
-                "handle.target", f"unknown target {inputs.excerpt(data['target'])}", f"use one of {known}"
+                "handle.target", f"unknown target {untrusted.excerpt(data['target'])}", f"use one of {known}"
             ) from None
         except MissingDependency:
             pass  # using the handle says which package to install
@@ -242,7 +244,7 @@ class JobHandle:
             for field_name, expected in backend.handle_ref.items():
                 value = (ref or {}).get(field_name)
                 if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
-                    got = "missing" if value is None else f"not {inputs.excerpt(value)}"
+                    got = "missing" if value is None else f"not {untrusted.excerpt(value)}"
                     raise bad(
                         f"handle.ref.{field_name}", f"{data['target']} needs {field_name}: a {_kind(expected)}, {got}"
                     )

@@ -32,6 +32,12 @@ SECRET_FORMS = {
         r"vault\.usgovcloudapi\.net)/secrets/(?P<name>[A-Za-z0-9-]{1,127})(?:/(?P<version>[0-9a-f]{32}))?/?"
     ),
 }
+#: One reference per store, in `SECRET_FORMS` (for messages and the backends' shared test suite).
+EXAMPLE_REFERENCES = {
+    "databricks": "ml-scope/hf-token",
+    "gcp": "projects/my-proj/secrets/hf-token",
+    "azure": "https://my-vault.vault.azure.net/secrets/hf-token",
+}
 SECRET_FORMS_TEXT = (
     "a Databricks secret `scope/key`, a Secret Manager secret `projects/<project>/secrets/<name>[/versions/<n>]`, "
     "or a Key Vault secret `https://<vault>.vault.azure.net/secrets/<name>[/<version>]`"

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from crosstrain import catalog
+from crosstrain import catalog, locations
 from crosstrain.secrets import SECRET_FORMS_TEXT, match_reference, schema_pattern
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
@@ -237,28 +237,6 @@ _DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 DATA_REFERENCE = re.compile(r"\$\{(inputs|outputs)\.([^{}]*)\}")
 #: Azure ML's own spelling, `${{inputs.NAME}}`, which each target renders from the portable one.
 _AZURE_REFERENCE = re.compile(r"\$\{\{\s*(inputs|outputs)\.([^{}]*?)\s*\}\}")
-_DATA_FORMS_TEXT = (
-    "gs://BUCKET/PATH, azureml:NAME:VERSION, azureml:NAME@latest, azureml://..., abfss://..., "
-    "https://ACCOUNT.blob.core.windows.net/..., s3://BUCKET/PATH, /Volumes/..., dbfs:/..., or a local path"
-)
-_DATA_ASSET = re.compile(r"azureml:[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}(?::[A-Za-z0-9_.-]{1,30}|@latest)")
-_DATA_SCHEMES = ("gs", "azureml", "abfss", "abfs", "wasbs", "https", "s3", "dbfs")
-_DATA_MODES = {"inputs": ("mount", "download", "direct"), "outputs": ("mount", "upload", "direct")}
-
-
-def data_kind(path: str) -> str:
-    """Where a data location lives: gs, azureml (a registered asset or an azureml:// URI), azure (abfss://,
-    wasbs://, https://), s3, volume (/Volumes/...), dbfs, or local."""
-    if path.startswith("azureml:"):
-        return "azureml"
-    if path.startswith("/Volumes/"):
-        return "volume"
-    scheme, sep, _ = path.partition(":")
-    if sep and scheme.lower() in _DATA_SCHEMES:
-        return {"abfs": "azure", "abfss": "azure", "wasbs": "azure", "https": "azure"}.get(
-            scheme.lower(), scheme.lower()
-        )
-    return "local"
 
 
 def _data_location(value: Any) -> Any:
@@ -284,13 +262,13 @@ class _DataLocation(_Model):
             return value
         shown = value if len(value) <= 80 else f"{value[:77]}..."
         if not value.strip() or any(ord(c) < 32 for c in value):
-            raise _invalid(f"{shown!r} is not a data location", f"write {_DATA_FORMS_TEXT}")
+            raise _invalid(f"{shown!r} is not a data location", f"write {locations.FORMS_TEXT}")
         scheme, sep, rest = value.partition("://")
-        if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme) and scheme.lower() not in _DATA_SCHEMES:
-            raise _invalid(f"{shown!r}: crosstrain reads no {scheme}:// locations", f"write {_DATA_FORMS_TEXT}")
+        if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme) and scheme.lower() not in locations.SCHEMES:
+            raise _invalid(f"{shown!r}: crosstrain reads no {scheme}:// locations", f"write {locations.FORMS_TEXT}")
         if sep and not rest.strip("/"):
-            raise _invalid(f"{shown!r} names no bucket, container or path", f"write {_DATA_FORMS_TEXT}")
-        if value.startswith("azureml:") and not value.startswith("azureml://") and not _DATA_ASSET.fullmatch(value):
+            raise _invalid(f"{shown!r} names no bucket, container or path", f"write {locations.FORMS_TEXT}")
+        if value.startswith("azureml:") and not value.startswith("azureml://") and not locations.ASSET.fullmatch(value):
             raise _invalid(
                 f"{shown!r} is not a registered data asset",
                 "write azureml:NAME:VERSION or azureml:NAME@latest (or an azureml://datastores/... URI)",
@@ -307,7 +285,7 @@ class _DataLocation(_Model):
                 f"{path!r} names a folder (or a bucket), and the type is file",
                 "name the file (gs://bucket/data/train.csv), or use type: folder",
             )
-        if self.type == "table" and path and data_kind(path) not in ("azureml", "azure", "local"):
+        if self.type == "table" and path and locations.kind(path) not in locations.TABLE_KINDS:
             raise _invalid(
                 f"a table is an Azure ML mltable, and {path!r} is not an Azure location",
                 "use type: folder (or file), or an azureml:, azureml://, abfss:// or https:// location",
@@ -350,14 +328,14 @@ class DataOutput(_DataLocation):
 
 
 def _check_mode(value: Any, direction: str) -> Any:
-    if not isinstance(value, str) or value in _DATA_MODES[direction]:
+    if not isinstance(value, str) or value in locations.MODES[direction]:
         return value  # None, or the wrong type, which the field's own check words
     other = "outputs" if direction == "inputs" else "inputs"
-    if value in _DATA_MODES[other]:
+    if value in locations.MODES[other]:
         why = f"{value} is a mode of {other}, not of {direction}"
     else:
         why = f"{value!r} is not a data mode"
-    raise _invalid(why, f"use one of {', '.join(_DATA_MODES[direction])} (default: mount)")
+    raise _invalid(why, f"use one of {', '.join(locations.MODES[direction])} (default: mount)")
 
 
 DataInputField = Annotated[DataInput, BeforeValidator(_data_location, json_schema_input_type=str | DataInput)]

@@ -245,7 +245,7 @@ class Backend(ABC, Generic[S, P]):
     #: How to free an identity whose job was made from another request, besides a new run id.
     conflict_fix: ClassVar[str] = "submit with --run-id new (or another run_id)"
 
-    #: The schema (`crosstrain/schemas/<name>.json`) a `targets.<name>.patch` is checked against; None: no patch.
+    #: The package whose `schema.json` a `targets.<name>.patch` is checked against (its own); None: no patch.
     patch_schema: ClassVar[str | None] = None
     #: How `crosstrain run --local --emulate NAME` runs this platform's nodes here (its registry entry lists the
     #: names); None: not emulated.
@@ -446,13 +446,13 @@ class Backend(ABC, Generic[S, P]):
     def function_result(self, job: TrainingJob, settings: S) -> tuple[TrainingJob, str]:
         """Where rank 0 of a function job leaves what the function returned: the job, told the folder as its nodes
         see it (`CROSSTRAIN_RESULT_DIR`), and where the result is read back from. "" where it is kept nowhere."""
-        from crosstrain import data
+        from crosstrain import locations
         from crosstrain.function import RESULT
 
         named = job.env.get("CROSSTRAIN_RESULT_DIR")
         if isinstance(named, str):  # the job says where (a local run emulating this platform does)
             return job, f"{named.rstrip('/')}/{RESULT}"
-        folder = data.result_folder(job.output_dir)
+        folder = locations.result_folder(job.output_dir)
         if folder is not None:
             node, stored = folder
             return job.model_copy(update={"env": {**job.env, "CROSSTRAIN_RESULT_DIR": node}}), f"{stored}/{RESULT}"

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from crosstrain import catalog, data, packaging
+from crosstrain import catalog, data, locations, packaging
 from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command, read_bounded
 from crosstrain.backends.emulation import LOOPBACK, PATH, PORT, RUN_DIR, STAGE_DIR, Emulation, Node, ranks
 from crosstrain.errors import FunctionFailed, JobFailed, MissingDependency, Problem, SpecError, Unsupported
@@ -202,7 +202,7 @@ class LocalBackend(Backend[LocalSettings, None]):
                         direction,
                         name,
                         f"a local run reads and writes local paths only, and {location.path} is "
-                        f"{data.KIND_TITLES[data.kind(location)]}, which only the cloud's nodes reach (crosstrain "
+                        f"{locations.KIND_TITLES[data.kind(location)]}, which only the cloud's nodes reach (crosstrain "
                         "copies no data here, under any emulation)",
                         f"copy the data here and point {direction}.{name} at the local folder (relative to the job "
                         "file)",

@@ -37,6 +37,7 @@ from crosstrain.errors import IdentityConflict, JobFailed, SpecError, Unsupporte
 from crosstrain.loader import job_from_dict
 from crosstrain.records import JobHandle, JobState, Request
 from crosstrain.registry import create_backend
+from crosstrain.secrets import EXAMPLE_REFERENCES
 from crosstrain.spec import TrainingJob
 
 #: Modules that must never load on the render path.
@@ -52,14 +53,6 @@ BASE_JOB: dict[str, Any] = {
     "workers": {"replicas": 2},
     "scheduling": {"timeout": "2h"},
     "labels": {"team": "ml"},
-}
-
-
-#: One secret reference per store (`crosstrain.secrets.SECRET_FORMS`).
-SECRET_REFERENCES = {
-    "databricks": "ml-scope/hf-token",
-    "gcp": "projects/my-proj/secrets/hf-token",
-    "azure": "https://my-vault.vault.azure.net/secrets/hf-token",
 }
 
 
@@ -213,7 +206,7 @@ class BackendConformance:
         """A secret in a store this target resolves renders as its reference (never a value); any other store's
         is refused at the variable's field path, with a fix."""
         stores = self.backend().capabilities.secret_stores
-        for store, reference in SECRET_REFERENCES.items():
+        for store, reference in EXAMPLE_REFERENCES.items():
             job = self.job(env={"HF_TOKEN": {"secret": reference}})
             outcome: Request | Unsupported
             try:

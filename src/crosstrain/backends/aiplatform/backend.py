@@ -85,7 +85,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         environments=True,
     )
     conflict_fix = "submit with --run-id new (or another run_id): AI Platform keeps a jobId for good"
-    patch_schema = "aiplatform"
+    patch_schema = "crosstrain.backends.aiplatform"  # its schema.json
     owned_fields = {
         ("jobId",): IDENTITY_WHY,
         ("labels", IDENTITY_LABEL): IDENTITY_WHY,

@@ -102,7 +102,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         requirements=True,  # with code: pip-installed by the bundle's bootstrap when each node starts
         environments=True,  # curated environments (RUNTIMES), or targets.azureml.environment
     )
-    patch_schema = "azureml"
+    patch_schema = "crosstrain.backends.azureml"  # its schema.json
     owned_fields = {
         ("properties", "properties", FINGERPRINT_PROPERTY): FINGERPRINT_WHY,
         ("properties", "resources", "instanceCount"): NODES_WHY,

@@ -88,7 +88,7 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         environments=True,  # a Databricks Runtime ML (RUNTIMES)
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
-    patch_schema = "databricks"
+    patch_schema = "crosstrain.backends.databricks"  # its schema.json
     owned_fields = {
         ("idempotency_token",): IDENTITY_WHY,
         ("tasks", 0, "new_cluster", "custom_tags", "crosstrain_job"): IDENTITY_WHY,

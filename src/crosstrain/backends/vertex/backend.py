@@ -86,7 +86,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
     conflict_fix = (
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
     )
-    patch_schema = "vertex"
+    patch_schema = "crosstrain.backends.vertex"  # its schema.json
     owned_fields = {
         ("labels", IDENTITY_LABEL): IDENTITY_WHY,
         ("labels", FINGERPRINT_LABEL): FINGERPRINT_WHY,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from crosstrain import inputs
+from crosstrain import untrusted
 from crosstrain.errors import SpecError
 
 BASE = "name: j\ncommand: python train.py\n"
@@ -18,7 +18,7 @@ BASE = "name: j\ncommand: python train.py\n"
 
 @pytest.fixture(params=["libyaml", "pyyaml"])
 def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setattr(inputs, "_LOADERS", {})
+    monkeypatch.setattr(untrusted, "_LOADERS", {})
     if request.param == "libyaml":
         if not hasattr(yaml, "CSafeLoader"):
             pytest.skip("this PyYAML was built without libyaml")
@@ -29,7 +29,7 @@ def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 
 def refusal(text: str) -> str:
     with pytest.raises(SpecError) as err:
-        inputs.parse_yaml(text, inputs.JOB, "job.yaml")
+        untrusted.parse_yaml(text, untrusted.JOB, "job.yaml")
     return str(err.value)
 
 
@@ -58,7 +58,7 @@ def test_a_syntax_error_is_still_the_parsers(parser: str) -> None:
 
 def test_a_document_within_the_limits_loads(parser: str) -> None:
     text = BASE + "args: " + "[" * 63 + "x" + "]" * 63 + "\n"
-    data = inputs.parse_yaml(text, inputs.JOB, "job.yaml")
+    data = untrusted.parse_yaml(text, untrusted.JOB, "job.yaml")
     inner = data["args"]
     for _ in range(62):
         (inner,) = inner

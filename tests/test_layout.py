@@ -1,0 +1,79 @@
+"""The layout holds: what one platform means lives in its package, modules stay readable, and no assert stands in
+for a refusal. (The import rules themselves are import-linter's contracts, run by `nox -s lint`.)"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+from crosstrain.registry import BUILTIN_BACKENDS, get_backend_class
+from tests.conftest import ROOT
+
+SOURCE = ROOT / "src" / "crosstrain"
+PLATFORMS = [name for name in BUILTIN_BACKENDS if get_backend_class(name).emulation is not None]
+#: Where a platform may be named besides its own package, its SDK adaptors and its node-side module: the
+#: registry, the machine catalog, the data-location parser, and the secret stores (one is Databricks' scopes).
+MAX_NAMING = 3
+
+
+def _modules() -> dict[str, ast.Module]:
+    return {str(p.relative_to(SOURCE)): ast.parse(p.read_text()) for p in sorted(SOURCE.rglob("*.py"))}
+
+
+def _names(tree: ast.AST, platform: str) -> bool:
+    """Whether a module names `platform`: imports its package, or holds its target name as a string."""
+    package = re.compile(rf"crosstrain\.backends\.{platform}\b")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if re.fullmatch(rf"{platform}(-[a-z]+)?", node.value) or package.search(node.value):
+                return True
+        elif isinstance(node, ast.ImportFrom) and package.search(node.module or ""):
+            return True
+    return False
+
+
+def _adaptors(modules: dict[str, ast.Module], platform: str) -> set[str]:
+    """The SDK adaptors the platform's package imports."""
+    found = set()
+    for path, tree in modules.items():
+        if path.startswith(f"backends/{platform}/"):
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module == "crosstrain.adaptors":
+                    found |= {f"adaptors/{alias.name}.py" for alias in node.names}
+    return found
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_platform_is_named_outside_its_package_in_at_most_three_modules(platform: str) -> None:
+    modules = _modules()
+    own = _adaptors(modules, platform)
+    elsewhere = sorted(
+        path
+        for path, tree in modules.items()
+        if not path.startswith(f"backends/{platform}/")
+        and path not in own
+        and not path.startswith(f"runtime/platforms/{platform}")  # its node side: what a node of it reads
+        and _names(tree, platform)
+    )
+    assert "registry.py" in elsewhere  # the check sees names
+    assert len(elsewhere) <= MAX_NAMING, elsewhere
+
+
+def test_no_module_is_over_900_lines() -> None:
+    long = {path: n for path in _modules() if (n := len((SOURCE / path).read_text().splitlines())) > 900}
+    assert not long
+
+
+def test_no_assert_stands_for_a_refusal() -> None:
+    """A plan that the checks refused never reaches a render: the render builds from what the plan returned, so no
+    assert says "the refusal pass refused it"."""
+    standing_in = re.compile(r"^\s*assert\b.*#.*(refus|already checked|checked in|render\(\) )", re.IGNORECASE)
+    found = [
+        f"{path}:{number}"
+        for path in _modules()
+        for number, line in enumerate((SOURCE / path).read_text().splitlines(), 1)
+        if standing_in.search(line)
+    ]
+    assert not found
