@@ -18,9 +18,10 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -211,6 +212,7 @@ def fingerprint_of(view: Any) -> str:
 
 S = TypeVar("S", bound=TargetSettings)
 P = TypeVar("P")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,8 @@ class Backend(ABC, Generic[S, P]):
         self._configured: dict[str, Any] | None = None
         self._rendered: set[str] = set()  # digests of the requests this backend rendered
         self._issued: set[str] = set()  # the handles its `send` made, as text
+        self._clients: dict[Hashable, Any] = {}
+        self._clients_lock = threading.Lock()
 
     @property
     def retry(self) -> RetryPolicy:
@@ -525,6 +529,33 @@ class Backend(ABC, Generic[S, P]):
 
     @abstractmethod
     def status(self, handle: JobHandle) -> JobStatus: ...
+
+    def cached_client(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The platform client for `key` (a workspace, an endpoint, a project), made once per backend: making one
+        may authenticate and probe the service."""
+        with self._clients_lock:
+            if key not in self._clients:
+                self._clients[key] = make()
+            made: T = self._clients[key]
+            return made
+
+    def list_settings(self, overrides: Mapping[str, Any] | None = None) -> S:
+        """The settings `list_jobs` reads: `overrides` over this backend's, over the environment (no job file)."""
+        return resolve_settings(
+            self.settings_model, self.name, overrides={**self.overrides, **(overrides or {})}, environ=self.environ
+        )
+
+    def follow(
+        self, read: Callable[[bool], Iterable[str]], ended: Callable[[], bool], *, follow: bool, interval: float
+    ) -> Iterator[str]:
+        """The loop every `logs` shares: read what is new (all of it, half-written lines too, once `ended()`),
+        and with `follow`, read again every `interval` seconds until the job has ended."""
+        while True:
+            done = ended()
+            yield from read(done)
+            if done or not follow:
+                return
+            self.retry.sleep(interval)
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         """The jobs crosstrain made on this target (found by the identity label, tag or property each backend

@@ -318,9 +318,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
 
     def _client(self) -> requests.Session:
         """The injected session (tests), or an AuthorizedSession with Application Default Credentials."""
-        if self.session is None:
-            self.session = google_rest.authorized_session()
-        return self.session
+        return self.session or self.cached_client("session", google_rest.authorized_session)
 
     def _call(self, method: str, url: str, body: Any = None, *, allow: tuple[int, ...] = ()) -> requests.Response:
         return google_rest.call(self._client(), method, url, body, timeout=self.retry.call_timeout, allow=allow)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import shlex
-import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -65,7 +64,7 @@ from crosstrain.backends.base import (
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
-from crosstrain.settings import env_vars, resolve_settings
+from crosstrain.settings import env_vars
 from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:
@@ -130,8 +129,6 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         #: The transport of the blob reads (the job's logs); None: azure-core's requests transport.
         self.storage_transport = storage_transport
         self.credential = credential  # None: DefaultAzureCredential, asked for a token at the first call
-        self._clients: dict[tuple[str, str, str], Any] = {}
-        self._lock = threading.Lock()
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def plan(self, job: TrainingJob, settings: AzureMLSettings) -> Plan:
@@ -457,15 +454,10 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             str(ref["resource_group"]),
             str(ref["workspace"]),
         )
-        with self._lock:
-            if key not in self._clients:
-                self._clients[key] = azure.ml_client(
-                    self.credential,
-                    *key,
-                    timeout=self.retry.call_timeout,
-                    transport=self.transport,
-                )
-            return self._clients[key]
+        return self.cached_client(
+            key,
+            lambda: azure.ml_client(self.credential, *key, timeout=self.retry.call_timeout, transport=self.transport),
+        )
 
     def send(self, request: Request) -> JobHandle:
         """Look for the job by its name first; adopt it if this request made it, refuse if another did; else
@@ -618,12 +610,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         """The workspace's jobs that carry crosstrain's fingerprint property, from the jobs list call
         `MLClient.jobs.list()` makes (`GET .../jobs`, active ones), newest first."""
-        settings = resolve_settings(
-            self.settings_model,
-            self.name,
-            overrides={**self.overrides, **(overrides or {})},
-            environ=self.environ,
-        )
+        settings = self.list_settings(overrides)
         ref = {key: getattr(settings, key) for key in WORKSPACE_KEYS}
         ml = self._client(ref)
         what = f"list the jobs of workspace {settings.workspace}"
@@ -670,13 +657,12 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         if reader is None:  # no default output to read from: what `az ml job stream` shows, once the job ended
             yield from azure.stream_logs(self._client(handle.ref), handle.job_id)
             return
-        while True:
-            ended = not follow or self._state(handle)[1].terminal
-            for name, line in reader.read(final=ended):
-                yield _log_prefix(name) + line
-            if ended:
-                return
-            self.retry.sleep(self.log_interval)
+        yield from self.follow(
+            lambda final: (_log_prefix(name) + line for name, line in reader.read(final=final)),
+            lambda: not follow or self._state(handle)[1].terminal,
+            follow=follow,
+            interval=self.log_interval,
+        )
 
     def _job_json(self, handle: JobHandle) -> dict[str, Any]:
         """The job's ARM JSON (the GET submit renders), for its default output."""

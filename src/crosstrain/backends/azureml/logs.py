@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.adaptors import azure
+from crosstrain.backends.tail import TailReader
 
 if TYPE_CHECKING:
     from crosstrain.retry import RetryPolicy
@@ -54,13 +55,12 @@ class _LogReader:
         self.container = container
         self.prefix = f"{prefix}/user_logs/" if prefix else "user_logs/"
         self.retry = retry
-        self.offsets: dict[str, int] = {}
-        self.partial: dict[str, bytes] = {}
+        self.tail = TailReader(self._chunk)
 
-    def _sizes(self) -> list[tuple[str, int]]:
+    def _sizes(self) -> list[tuple[str, int | None]]:
         what = f"list the logs under {self.prefix}"
 
-        def listing() -> list[tuple[str, int]]:
+        def listing() -> list[tuple[str, int | None]]:
             blobs = self.container.list_blobs(name_starts_with=self.prefix)
             return [(str(b.name), int(b.size or 0)) for b in blobs if _LOG_FILE.search(str(b.name))]
 
@@ -77,17 +77,5 @@ class _LogReader:
 
     def read(self, *, final: bool = False) -> Iterator[tuple[str, str]]:
         """(file, line) for every whole line written since the last read, file by file in rank order."""
-        for name, size in self._sizes():
-            start = self.offsets.get(name, 0)
-            if size > start:
-                data = self._chunk(name, start, size)
-                self.offsets[name] = start + len(data)
-                *lines, rest = (self.partial.pop(name, b"") + data).split(b"\n")
-                self.partial[name] = rest
-                for line in lines:
-                    yield name, line.decode("utf-8", "replace").rstrip("\r")
-            if final and self.partial.get(name):
-                yield (
-                    name,
-                    self.partial.pop(name).decode("utf-8", "replace").rstrip("\r"),
-                )
+        for name, line in self.tail.read(self._sizes(), final=final):
+            yield name, line if line is not None else "[crosstrain: this log started again; lines may be missing]"

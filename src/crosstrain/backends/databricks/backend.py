@@ -60,7 +60,7 @@ from crosstrain.databricks_task import LAUNCHER_NAME
 from crosstrain.errors import CrosstrainError, JobFailed, Problem, SpecError, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
-from crosstrain.settings import resolve_settings, url_credentials
+from crosstrain.settings import url_credentials
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
@@ -112,7 +112,6 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         super().__init__(**kwargs)
         self.client = client
         self.log_interval = log_interval  # how often `logs(follow=True)` looks for newly delivered lines
-        self._clients: dict[tuple[str, str | None], WorkspaceClient] = {}
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def plan(self, job: TrainingJob, settings: DatabricksSettings) -> Planned:
@@ -473,12 +472,12 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
             return self.client
         from crosstrain.adaptors import databricks as adaptor
 
-        key = (host, profile)
-        if key not in self._clients:  # one per workspace: making one authenticates and probes the host
-            self._clients[key] = adaptor.workspace_client(
+        def make() -> WorkspaceClient:  # making one authenticates and probes the host
+            return adaptor.workspace_client(
                 host, profile=profile, timeout=self.retry.call_timeout, connect_timeout=self.retry.connect_timeout
             )
-        return self._clients[key]
+
+        return self.cached_client((host, profile), make)
 
     # -- where credentials may go -------------------------------------------------------------------------
     binding_settings = ("host", "profile")
@@ -747,9 +746,7 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         """The workspace's one-time runs (`runs/list`, run_type SUBMIT_RUN) whose cluster carries crosstrain's
         `crosstrain_job` tag, newest first, each with a handle for status, wait, logs and cancel."""
-        settings = resolve_settings(
-            self.settings_model, self.name, overrides={**self.overrides, **(overrides or {})}, environ=self.environ
-        )
+        settings = self.list_settings(overrides)
         profile = self._profile_for(settings.profile)
         w = self._client(settings.host, profile)
         from crosstrain.adaptors import databricks as adaptor
@@ -800,16 +797,24 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         output (`runs/get-output`): the part of stdout's tail not delivered yet, the error and its trace."""
         w = self._handle_client(handle)
         run_id = int(handle.ref["run_id"])
+        run = self._read_run(w, run_id)
         reader: _DriverLogs | None = None
-        while True:
-            run = self._read_run(w, run_id)
-            ended = _state_of(run)[0].terminal
+        first = True
+
+        def ended() -> bool:
+            nonlocal run, first
+            if not first:
+                run = self._read_run(w, run_id)
+            first = False
+            return _state_of(run)[0].terminal
+
+        def read(final: bool) -> Iterator[str]:
+            nonlocal reader
             reader = reader or _DriverLogs.of(run, w, self._safe_call)
-            if reader is not None:  # a line still being written waits for its end, unless the run ended
-                yield from reader.read(final=ended)
-            if ended or not follow:
-                break
-            self.retry.sleep(self.log_interval)
+            # A line still being written waits for its end, unless the run ended.
+            return reader.read(final=final) if reader is not None else iter(())
+
+        yield from self.follow(read, ended, follow=follow, interval=self.log_interval)
         stdout = reader.stdout if reader is not None else []
         for task_run_id in [task.run_id for task in run.tasks or [] if task.run_id is not None]:
             output = self._safe_call(partial(w.jobs.get_run_output, task_run_id), f"runs/get-output {task_run_id}")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from crosstrain.backends.databricks.settings import CANCELED, DBFS_LOG_ROOT, STATE_MAP, SUCCESS, DatabricksSettings
+from crosstrain.backends.tail import TailReader
 from crosstrain.errors import SubmitError
 from crosstrain.records import JobState
 
@@ -134,8 +135,7 @@ class _DriverLogs:
     def __init__(self, w: WorkspaceClient, folder: str, call: Callable[[Callable[[], Any], str], Any]) -> None:
         self.folder, dbfs = WorkspaceFiles.path(folder)
         self.files = WorkspaceFiles(w, call, dbfs=dbfs)
-        self.offsets: dict[str, int] = {}
-        self.partial: dict[str, bytes] = {}
+        self.tail = TailReader(self.files.chunk)
         self.stdout: list[str] = []  # every stdout line read, to tell what the run output's tail adds
 
     @classmethod
@@ -152,29 +152,15 @@ class _DriverLogs:
 
     def read(self, *, final: bool = False) -> Iterator[str]:
         """Every whole line delivered since the last read, prefixed, stdout's then stderr's."""
-        for name, prefix in _DRIVER_FILES:
-            path = f"{self.folder}/{name}"
-            size, start = self.files.size(path), self.offsets.get(name, 0)
-            if size is not None and size < start:  # rotated: the active file starts again
+        paths = {f"{self.folder}/{name}": (name, prefix) for name, prefix in _DRIVER_FILES}
+        for path, line in self.tail.read(((path, self.files.size(path)) for path in paths), final=final):
+            name, prefix = paths[path]
+            if line is None:
                 yield f"[crosstrain: the driver's {name} was rotated; lines in between may be missing]"
-                start, self.partial[name] = 0, b""
-            if size is not None and size > start:
-                data = self.files.chunk(path, start, size)
-                self.offsets[name] = start + len(data)
-                *lines, rest = (self.partial.pop(name, b"") + data).split(b"\n")
-                self.partial[name] = rest
-                for raw in lines:
-                    yield self._line(name, prefix, raw)
-            else:
-                self.offsets[name] = start
-            if final and self.partial.get(name):
-                yield self._line(name, prefix, self.partial.pop(name))
-
-    def _line(self, name: str, prefix: str, raw: bytes) -> str:
-        line = raw.decode("utf-8", "replace").rstrip("\r")
-        if name == "stdout":
-            self.stdout.append(line)
-        return prefix + line
+                continue
+            if name == "stdout":
+                self.stdout.append(line)
+            yield prefix + line
 
 
 def log_destination(settings: DatabricksSettings, identity: str) -> str:

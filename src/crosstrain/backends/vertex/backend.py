@@ -46,7 +46,6 @@ from crosstrain.backends.vertex.settings import _CANCELLED, _GOOGLE_HOST, _PAREN
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, TransientError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
-from crosstrain.settings import resolve_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -128,8 +127,6 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         self.log_lookback = log_lookback
         self.log_grace = log_grace
         self.log_page_size = log_page_size
-        self._clients: dict[str, JobServiceClient] = {}
-        self._logging_clients: dict[str, Any] = {}
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def plan(self, job: TrainingJob, settings: VertexSettings) -> Plan:
@@ -307,11 +304,8 @@ class VertexBackend(Backend[VertexSettings, Plan]):
     # -- submit (sends) ------------------------------------------------------------------------------------
     def _client(self, endpoint: str) -> JobServiceClient:
         """The job service client on a regional endpoint, one per endpoint for this backend's life."""
-        client = self._clients.get(endpoint)
-        if client is None:
-            client = self.client_factory(endpoint) if self.client_factory else gapic.job_service_client(endpoint)
-            self._clients[endpoint] = client
-        return client
+        factory = self.client_factory or gapic.job_service_client
+        return self.cached_client(("jobs", endpoint), lambda: factory(endpoint))
 
     def _jobs(self, client: JobServiceClient, parent: str, identity: str) -> list[CustomJob]:
         """Every job in `parent` that carries `identity` in its identity label (cancelled ones too), earliest
@@ -469,9 +463,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         """The jobs in the configured project and region that carry crosstrain's identity label
         (`customJobs.list` with the filter `labels.crosstrain-id:*`), newest first."""
-        settings = resolve_settings(
-            self.settings_model, self.name, overrides={**self.overrides, **(overrides or {})}, environ=self.environ
-        )
+        settings = self.list_settings(overrides)
         parent = f"projects/{settings.project}/locations/{settings.region}"
         endpoint = f"{settings.region}-aiplatform.googleapis.com"
         client = self._client(endpoint)
@@ -556,11 +548,8 @@ class VertexBackend(Backend[VertexSettings, Plan]):
 
     def _logging(self, project: str) -> Any:
         """google-cloud-logging's client for `project`, one per project for this backend's life."""
-        client = self._logging_clients.get(project)
-        if client is None:
-            client = self.logging_client(project) if self.logging_client else gapic.logging_client(project)
-            self._logging_clients[project] = client
-        return client
+        factory = self.logging_client or gapic.logging_client
+        return self.cached_client(("logging", project), lambda: factory(project))
 
 
 #: The replica Vertex AI names in a failed job's error ("The replica workerpool0-0 exited with a non-zero status
