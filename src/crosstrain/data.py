@@ -11,7 +11,8 @@ and variable shows what the node gets. Standard library only: this module is on 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -129,3 +130,57 @@ def references(job: TrainingJob) -> Iterator[tuple[str, str, str]]:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
         for found in DATA_REFERENCE.finditer(text):
             yield path, found[1], found[2]
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How a platform's nodes reach one kind of location: the modes they take (None: the mode left out), why
+    another mode is refused and which to use, and where a node sees the location unless its mode is `direct`
+    (a FUSE mount: `/gcs/...`, `/dbfs/...`); None: as written."""
+
+    modes: frozenset[str | None]
+    why: str = ""
+    fix: str = ""
+    mounted_at: Callable[[str], str] | None = None
+
+
+ALL_MODES: frozenset[str | None] = frozenset({None, "mount", "download", "upload", "direct"})
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a platform's nodes reach data, declared as `Capabilities` declares what else it runs: each kind of
+    location they reach (`crosstrain.locations.kind`, or `none` for an output without a path) and how; every
+    other kind is refused as unreachable, saying what they reach. `table_fix`: how to do without an Azure ML
+    table where the platform reads none (None: it reads them). `check`: the platform's own rules for a location,
+    asked first."""
+
+    platform: str
+    reach: Mapping[str, Reach]
+    reaches: str
+    table_fix: str | None = None
+    check: Callable[[str, str, Location], Problem | None] | None = None
+
+    def refusals(self, job: TrainingJob) -> list[Problem]:
+        problems = []
+        for direction, name, location in locations(job):
+            found, mode = self.reach.get(kind(location)), getattr(location, "mode", None)
+            own = self.check(direction, name, location) if self.check else None
+            if own is not None:
+                problems.append(own)
+            elif location.type == "table" and self.table_fix is not None:
+                message = f"a table is an Azure ML mltable, which {self.platform} does not read"
+                problems.append(refusal(direction, name, message, self.table_fix, "type"))
+            elif found is None:
+                problems.append(unreachable(direction, name, location, self.platform, self.reaches))
+            elif mode not in found.modes:
+                problems.append(mode_refusal(direction, name, location, self.platform, found.why, found.fix))
+        return problems
+
+    def node_path(self, location: Location) -> str:
+        """Where a node sees a location `refusals` let through."""
+        path = str(location.path)
+        found = self.reach.get(kind(location))
+        if found is not None and found.mounted_at is not None and getattr(location, "mode", None) != "direct":
+            return found.mounted_at(path)
+        return path

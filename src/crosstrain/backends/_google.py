@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import parse_qs, urlencode
 
 from pydantic import AfterValidator
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from google.cloud.storage import Client
 
+    from crosstrain.data import Placement
     from crosstrain.packaging import CodeRef
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import PoolView, TrainingJob
@@ -336,71 +337,36 @@ def read_result(handle: JobHandle, client: Callable[[], Client], retry: RetryPol
 
 
 # ---- data inputs and outputs -------------------------------------------------------------------------------
-def data_refusals(job: TrainingJob, platform: str, *, fuse: bool) -> list[Problem]:
-    """What a Google target cannot do with the job's `inputs`/`outputs`. Vertex AI (`fuse`) mounts Cloud Storage
-    at /gcs/BUCKET/PATH on every node; AI Platform Training has no such mount, so its command gets the gs://
-    URI; either passes any other cloud URI as is where the mode is `direct`."""
-    from crosstrain import data
+def data_placement(platform: str, *, fuse: bool) -> Placement:
+    """Where a Google target's nodes reach data. Vertex AI (`fuse`) mounts Cloud Storage at /gcs/BUCKET/PATH on
+    every node; AI Platform Training has no such mount, so its command gets the gs:// URI; either passes any other
+    cloud URI as is where the mode is `direct`."""
+    from crosstrain.data import Placement, Reach
 
-    problems = []
-    reaches = "gs:// locations" + ("" if fuse else " (as URIs)") + ", or other cloud URIs with mode: direct"
-    for direction, name, location in data.locations(job):
-        kind, mode = data.kind(location), getattr(location, "mode", None)
-        if location.type == "table":
-            problems.append(
-                data.refusal(
-                    direction,
-                    name,
-                    f"a table is an Azure ML mltable, which {platform} does not read",
-                    "use type: folder or file",
-                    "type",
-                )
-            )
-        elif kind == "gs" and fuse and mode in ("download", "upload"):
-            problems.append(
-                data.mode_refusal(
-                    direction,
-                    name,
-                    location,
-                    platform,
-                    "its nodes read and write Cloud Storage in place through the FUSE mount (/gcs/...), with no "
-                    "copy before or after the command",
-                    "mount (the default) or direct (the gs:// URI)",
-                )
-            )
-        elif kind == "gs" and not fuse and mode not in (None, "direct"):
-            problems.append(
-                data.mode_refusal(
-                    direction,
-                    name,
-                    location,
-                    platform,
-                    "it has no Cloud Storage FUSE mount, so the command gets the gs:// URI and reads it with a "
-                    "Cloud Storage client (gcsfs, tf.io.gfile)",
-                    "direct, or leave `mode` out; the vertex target mounts it at /gcs/",
-                )
-            )
-        elif kind in ("azure", "s3") and mode != "direct":
-            problems.append(
-                data.mode_refusal(
-                    direction,
-                    name,
-                    location,
-                    platform,
-                    f"it {'mounts' if fuse else 'reads'} only Cloud Storage; another cloud's URI reaches the code "
-                    "as is, for a client with its own credentials",
-                    "direct, or copy the data to gs://",
-                )
-            )
-        elif kind not in ("gs", "azure", "s3"):
-            problems.append(data.unreachable(direction, name, location, platform, reaches))
-    return problems
-
-
-def data_node_path(location: Any, *, fuse: bool) -> str:
-    """Where a Google node sees a location `data_refusals` let through: /gcs/BUCKET/PATH for a mounted gs://
-    location on Vertex AI, else the URI as written."""
-    path = str(location.path)
-    if fuse and path.startswith("gs://") and getattr(location, "mode", None) != "direct":
-        return "/gcs/" + path.removeprefix("gs://")
-    return path
+    if fuse:
+        gs = Reach(
+            frozenset({None, "mount", "direct"}),
+            "its nodes read and write Cloud Storage in place through the FUSE mount (/gcs/...), with no copy before "
+            "or after the command",
+            "mount (the default) or direct (the gs:// URI)",
+            mounted_at=lambda path: "/gcs/" + path.removeprefix("gs://"),
+        )
+    else:
+        gs = Reach(
+            frozenset({None, "direct"}),
+            "it has no Cloud Storage FUSE mount, so the command gets the gs:// URI and reads it with a Cloud Storage "
+            "client (gcsfs, tf.io.gfile)",
+            "direct, or leave `mode` out; the vertex target mounts it at /gcs/",
+        )
+    elsewhere = Reach(
+        frozenset({"direct"}),
+        f"it {'mounts' if fuse else 'reads'} only Cloud Storage; another cloud's URI reaches the code as is, for a "
+        "client with its own credentials",
+        "direct, or copy the data to gs://",
+    )
+    return Placement(
+        platform,
+        {"gs": gs, "azure": elsewhere, "s3": elsewhere},
+        "gs:// locations" + ("" if fuse else " (as URIs)") + ", or other cloud URIs with mode: direct",
+        table_fix="use type: folder or file",
+    )

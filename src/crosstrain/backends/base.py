@@ -41,6 +41,7 @@ from crosstrain.settings import TargetSettings, configured_settings, redact, res
 
 if TYPE_CHECKING:
     from crosstrain.backends.emulation import Emulation
+    from crosstrain.data import Placement
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
 
@@ -259,6 +260,8 @@ class Backend(ABC, Generic[S, P]):
     #: may not remove: what the node-side emulation and the CLI formats read back.
     planned_fields: ClassVar[Mapping[tuple[str | int, ...], str]] = {}
 
+    #: Where the platform's nodes reach data (`crosstrain.data.Placement`); None: it passes no data locations.
+    data_placement: ClassVar[Placement | None] = None
     #: Whether the platform keeps the files a job writes to `outputs/` (Azure ML uploads them with the run): a
     #: function job's result goes there when the job names no `output_dir` the nodes mount.
     keeps_outputs_folder: ClassVar[bool] = False
@@ -398,10 +401,12 @@ class Backend(ABC, Generic[S, P]):
         return None  # type: ignore[return-value]  # P is None for a backend that plans nothing
 
     def data_refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
-        """The job's `inputs` and `outputs` this target's nodes cannot reach, or not in their mode
-        (`crosstrain.data`); by default every one."""
+        """The job's `inputs` and `outputs` this target's nodes cannot reach, or not in their mode, as its
+        `data_placement` declares; every one where it declares none."""
         from crosstrain import data
 
+        if self.data_placement is not None:
+            return self.data_placement.refusals(job)
         return [
             data.refusal(direction, name, f"{self.name} passes no data locations to its nodes", "remove it")
             for direction, name, _ in data.locations(job)
@@ -409,7 +414,9 @@ class Backend(ABC, Generic[S, P]):
 
     def node_path(self, job: TrainingJob, settings: S, direction: str, name: str, location: Any) -> str:
         """Where a node sees a data location `data_refusals` let through: what `${inputs.NAME}` becomes."""
-        raise NotImplementedError(f"{self.name} renders no data locations")
+        if self.data_placement is None:
+            raise NotImplementedError(f"{self.name} renders no data locations")
+        return self.data_placement.node_path(location)
 
     def platform_refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
         """Backend-specific refusals on top of the capability checks and the plan's."""

@@ -14,8 +14,7 @@ from crosstrain.backends._google import (
     IDENTITY_LABEL,
     PYTHON_MODULE,
     SECRET_STORES,
-    data_node_path,
-    data_refusals,
+    data_placement,
     labels,
     read_result,
     ship_code,
@@ -63,6 +62,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
     """Legacy AI Platform Training. Example: `crosstrain render job.yaml --target aiplatform --format gcloud`."""
 
     emulation = EMULATION
+    data_placement = data_placement("AI Platform Training", fuse=False)
     name = "aiplatform"
     title = "AI Platform Training (legacy, shut down 2025-01-31)"
     extra = "aiplatform"
@@ -123,14 +123,6 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
-
-    def data_refusals(self, job: TrainingJob, settings: AIPlatformSettings) -> list[Problem]:
-        return data_refusals(job, "AI Platform Training", fuse=False)
-
-    def node_path(
-        self, job: TrainingJob, settings: AIPlatformSettings, direction: str, name: str, location: Any
-    ) -> str:
-        return data_node_path(location, fuse=False)
 
     def _render(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity

@@ -36,7 +36,6 @@ from crosstrain.backends.azureml.settings import (
     AzureMLSettings,
 )
 from crosstrain.backends.azureml.wire import (
-    _AZURE_DATA_TYPES,
     _code_calls,
     _CodeCalls,
     _data_bindings,
@@ -45,6 +44,7 @@ from crosstrain.backends.azureml.wire import (
     _send,
     code_asset_name,
     code_content_hash,
+    data_problem,
     fingerprint_of_job,
     iso_duration,
     studio_url,
@@ -61,6 +61,7 @@ from crosstrain.backends.base import (
     origin_of,
     shown,
 )
+from crosstrain.data import ALL_MODES, Placement, Reach
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
@@ -81,6 +82,12 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
     keeps_outputs_folder = True  # Azure ML uploads outputs/ with the run
 
     emulation = EMULATION
+    data_placement = Placement(
+        "Azure ML",
+        dict.fromkeys(("azureml", "azure", "none"), Reach(ALL_MODES)),
+        "azureml:NAME:VERSION data assets, azureml:// datastore paths, abfss:// and https:// Azure Storage URIs",
+        check=data_problem,
+    )
     name = "azureml"
     title = "Azure Machine Learning"
     extra = "azureml"
@@ -148,55 +155,9 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         return problems
 
     def data_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
-        """Azure ML reads its data assets, datastores and Azure Storage URIs, in every mode; the service replaces
-        `${{inputs.NAME}}` in the command only."""
-        problems = []
-        for direction, name, location in data.locations(job):
-            kind = data.kind(location)
-            if kind == "local" and direction == "outputs":
-                problems.append(
-                    data.refusal(
-                        direction,
-                        name,
-                        f"{location.path} is a local path, and Azure ML writes outputs to a datastore",
-                        "write azureml://datastores/<datastore>/paths/<path>, or leave `path` out (Azure ML picks "
-                        "a place in the workspace's default datastore)",
-                    )
-                )
-            elif kind == "local":
-                problems.append(
-                    data.refusal(
-                        direction,
-                        name,
-                        f"{location.path} is a local path: azure-ai-ml would upload it to the workspace's datastore "
-                        "before the job, and crosstrain uploads no data",
-                        f"upload it once (az ml data create --name {name} --path {location.path} --type "
-                        f"{_AZURE_DATA_TYPES[location.type]}) and write azureml:{name}:1",
-                    )
-                )
-            elif location.path is not None and location.path.endswith("@latest"):
-                problems.append(
-                    data.refusal(
-                        direction,
-                        name,
-                        "azure-ai-ml resolves the latest version with a lookup just before the create, and a "
-                        "crosstrain request is fixed when it is rendered (so a re-submit is the same job)",
-                        f"pin the version: {location.path.removesuffix('@latest')}:VERSION (`az ml data show -n "
-                        f"{location.path.removeprefix('azureml:').removesuffix('@latest')} --label latest "
-                        "--query version`)",
-                    )
-                )
-            elif kind not in ("azureml", "azure", "none"):
-                problems.append(
-                    data.unreachable(
-                        direction,
-                        name,
-                        location,
-                        "Azure ML",
-                        "azureml:NAME:VERSION data assets, azureml:// datastore paths, abfss:// and https:// Azure "
-                        "Storage URIs",
-                    )
-                )
+        """Azure ML reads its data assets, datastores and Azure Storage URIs, in every mode (`data_placement`);
+        the service replaces `${{inputs.NAME}}` in the command only."""
+        problems = super().data_refusals(job, settings)
         for path, direction, name in data.references(job):
             if ".env." in f".{path}":
                 problems.append(

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crosstrain import packaging
+from crosstrain import data, packaging
 from crosstrain.adaptors import azure
 from crosstrain.backends.azureml.settings import (
     _ARM_ENVIRONMENT,
@@ -298,3 +298,35 @@ class _CodeCalls:
             raise SubmitError("the request's code calls are not in the order render makes them; render it again")
         code_id = str(request.create.body["properties"].get("codeId") or "")
         return cls(calls[i - 2], calls[i - 1], calls[i], calls[i + 1], code_id, request.code)
+
+
+def data_problem(direction: str, name: str, location: Any) -> Problem | None:
+    """Azure ML's own rules for a location: a local path (which azure-ai-ml would upload, and crosstrain does
+    not), and a version resolved at submit (which a rendered request cannot fix)."""
+    if data.kind(location) == "local" and direction == "outputs":
+        return data.refusal(
+            direction,
+            name,
+            f"{location.path} is a local path, and Azure ML writes outputs to a datastore",
+            "write azureml://datastores/<datastore>/paths/<path>, or leave `path` out (Azure ML picks a place in the "
+            "workspace's default datastore)",
+        )
+    if data.kind(location) == "local":
+        return data.refusal(
+            direction,
+            name,
+            f"{location.path} is a local path: azure-ai-ml would upload it to the workspace's datastore before the "
+            "job, and crosstrain uploads no data",
+            f"upload it once (az ml data create --name {name} --path {location.path} --type "
+            f"{_AZURE_DATA_TYPES[location.type]}) and write azureml:{name}:1",
+        )
+    if location.path is not None and location.path.endswith("@latest"):
+        return data.refusal(
+            direction,
+            name,
+            "azure-ai-ml resolves the latest version with a lookup just before the create, and a crosstrain request "
+            "is fixed when it is rendered (so a re-submit is the same job)",
+            f"pin the version: {location.path.removesuffix('@latest')}:VERSION (`az ml data show -n "
+            f"{location.path.removeprefix('azureml:').removesuffix('@latest')} --label latest --query version`)",
+        )
+    return None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from crosstrain import catalog, data, packaging, secrets, uploads
+from crosstrain import catalog, packaging, secrets, uploads
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -56,6 +56,7 @@ from crosstrain.backends.databricks.wire import (
     _files_path,
     _query_path,
 )
+from crosstrain.data import Placement, Reach
 from crosstrain.databricks_task import LAUNCHER_NAME
 from crosstrain.errors import CrosstrainError, JobFailed, Problem, SpecError, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
@@ -72,6 +73,35 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
     """Databricks one-time runs that call TorchDistributor. Example: `crosstrain submit job.yaml -t databricks`."""
 
     emulation = EMULATION
+    # Unity Catalog volumes and DBFS are files on every node (read and written in place); another cloud's URI
+    # reaches the code as is (`direct`), for Spark or a client with the cluster's credentials.
+    data_placement = Placement(
+        "Databricks",
+        {
+            "volume": Reach(
+                frozenset({None, "mount", "direct"}),
+                "every node sees it as files (FUSE) and reads and writes it in place, with no copy",
+                "mount (the default) or direct",
+            ),
+            "dbfs": Reach(
+                frozenset({None, "mount", "direct"}),
+                "every node sees it as files (FUSE) and reads and writes it in place, with no copy",
+                "mount (the default) or direct",
+                mounted_at=lambda path: "/dbfs/" + path.removeprefix("dbfs:/").lstrip("/"),
+            ),
+            **dict.fromkeys(
+                ("gs", "azure", "s3"),
+                Reach(
+                    frozenset({"direct"}),
+                    "a cluster sees only /Volumes/ and /dbfs/ as files; a cloud URI reaches the code as is, for "
+                    "Spark or a client with the cluster's credentials",
+                    "direct, or put the data in a Unity Catalog volume (/Volumes/...)",
+                ),
+            ),
+        },
+        "/Volumes/... and dbfs:/... (as /dbfs/...), or cloud URIs with mode: direct",
+        table_fix="use type: folder or file (or read a Unity Catalog table with Spark in the code)",
+    )
     name = "databricks"
     title = "Databricks (one-time runs, TorchDistributor)"
     extra = "databricks"
@@ -154,58 +184,6 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
             if value:
                 problems.append(Problem(path, message, fix))
         return problems
-
-    def data_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
-        """Unity Catalog volumes and DBFS are files on every node (read and written in place); another cloud's
-        URI reaches the code as is (`direct`), for Spark or a client with the cluster's credentials."""
-        problems = []
-        reaches = "/Volumes/... and dbfs:/... (as /dbfs/...), or cloud URIs with mode: direct"
-        for direction, name, location in data.locations(job):
-            kind, mode = data.kind(location), getattr(location, "mode", None)
-            if location.type == "table":
-                problems.append(
-                    data.refusal(
-                        direction,
-                        name,
-                        "a table is an Azure ML mltable, which Databricks does not read",
-                        "use type: folder or file (or read a Unity Catalog table with Spark in the code)",
-                        "type",
-                    )
-                )
-            elif kind in ("volume", "dbfs") and mode in ("download", "upload"):
-                problems.append(
-                    data.mode_refusal(
-                        direction,
-                        name,
-                        location,
-                        "Databricks",
-                        "every node sees it as files (FUSE) and reads and writes it in place, with no copy",
-                        "mount (the default) or direct",
-                    )
-                )
-            elif kind in ("gs", "azure", "s3") and mode != "direct":
-                problems.append(
-                    data.mode_refusal(
-                        direction,
-                        name,
-                        location,
-                        "Databricks",
-                        "a cluster sees only /Volumes/ and /dbfs/ as files; a cloud URI reaches the code as is, for "
-                        "Spark or a client with the cluster's credentials",
-                        "direct, or put the data in a Unity Catalog volume (/Volumes/...)",
-                    )
-                )
-            elif kind not in ("volume", "dbfs", "gs", "azure", "s3"):
-                problems.append(data.unreachable(direction, name, location, "Databricks", reaches))
-        return problems
-
-    def node_path(
-        self, job: TrainingJob, settings: DatabricksSettings, direction: str, name: str, location: Any
-    ) -> str:
-        path = str(location.path)
-        if path.startswith("dbfs:/") and getattr(location, "mode", None) != "direct":
-            return "/dbfs/" + path.removeprefix("dbfs:/").lstrip("/")
-        return path
 
     def _render(self, job: TrainingJob, settings: DatabricksSettings, planned: Planned, ids: Ids) -> Request:
         plan, bundle = planned.shape, planned.bundle

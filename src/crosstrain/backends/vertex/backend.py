@@ -16,8 +16,7 @@ from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
     IDENTITY_LABEL,
     SECRET_STORES,
-    data_node_path,
-    data_refusals,
+    data_placement,
     fuse_command,
     labels,
     node_command,
@@ -61,6 +60,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
     """Vertex AI CustomJobs. Example: `crosstrain submit job.yaml --target vertex --set project=my-proj`."""
 
     emulation = EMULATION
+    data_placement = data_placement("Vertex AI", fuse=True)
     name = "vertex"
     title = "Vertex AI custom training"
     extra = "vertex"
@@ -134,12 +134,6 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
-
-    def data_refusals(self, job: TrainingJob, settings: VertexSettings) -> list[Problem]:
-        return data_refusals(job, "Vertex AI", fuse=True)
-
-    def node_path(self, job: TrainingJob, settings: VertexSettings, direction: str, name: str, location: Any) -> str:
-        return data_node_path(location, fuse=True)
 
     def _render(self, job: TrainingJob, settings: VertexSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity
