@@ -694,7 +694,11 @@ def test_a_late_create_after_a_504_makes_no_second_job(cloud: AzureMLPlatform) -
     cloud.service.inject("create", "late")
     handle = backend_on(cloud).submit(job(), SETTINGS)
     cloud.settle()
-    assert job_calls(cloud) == [("GET", "404"), ("PUT", "504"), ("GET", "404"), ("PUT", "201")]
+    calls = job_calls(cloud)
+    # The 504 is an unknown outcome; on a loaded machine it can come after the client's 0.25 s timeout, which is
+    # the same outcome: either way the job is looked for before the PUT is sent again.
+    assert calls[1] in (("PUT", "504"), ("PUT", "timed out"))
+    assert calls[:1] + calls[2:] == [("GET", "404"), ("GET", "404"), ("PUT", "201")]
     assert cloud.live_jobs(handle.identity) == [handle.job_id]
     assert not handle.adopted
 
