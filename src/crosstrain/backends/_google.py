@@ -337,6 +337,10 @@ def read_result(handle: JobHandle, client: Callable[[], Client], retry: RetryPol
 
 
 # ---- data inputs and outputs -------------------------------------------------------------------------------
+#: The account settings a Google target's request is rendered with under `--emulate`, where the job file has none.
+PLACEHOLDER_SETTINGS = {"project": "local-emulation", "region": "us-central1", "staging_bucket": "gs://local-emulation"}
+
+
 def data_placement(platform: str, *, fuse: bool) -> Placement:
     """Where a Google target's nodes reach data. Vertex AI (`fuse`) mounts Cloud Storage at /gcs/BUCKET/PATH on
     every node; AI Platform Training has no such mount, so its command gets the gs:// URI; either passes any other

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from crosstrain.backends._google import PLACEHOLDER_SETTINGS
 from crosstrain.backends.emulation import Emulation, Node, node_process, topology
 from crosstrain.runtime.platforms import AIPlatformTraining
 
@@ -30,11 +31,7 @@ def nodes(request: Request, job: TrainingJob, nproc: int) -> list[Node]:
 
 EMULATION = Emulation(
     variants={"aiplatform": {}},
-    placeholder_settings={
-        "project": "local-emulation",
-        "region": "us-central1",
-        "staging_bucket": "gs://local-emulation",
-    },
+    placeholder_settings=PLACEHOLDER_SETTINGS,
     nodes=nodes,
     cpu_machine="n1-standard-8",
 )

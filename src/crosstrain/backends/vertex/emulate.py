@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crosstrain.backends._google import fuse_bootstrap_args
+from crosstrain.backends._google import PLACEHOLDER_SETTINGS, fuse_bootstrap_args
 from crosstrain.backends.emulation import Emulation, Node, node_process, topology
 from crosstrain.packaging import PACKAGE
 from crosstrain.runtime.platforms import VertexAI, vertex
@@ -42,11 +42,7 @@ def nodes(request: Request, job: TrainingJob, nproc: int) -> list[Node]:
 
 EMULATION = Emulation(
     variants={"vertex": {}},
-    placeholder_settings={
-        "project": "local-emulation",
-        "region": "us-central1",
-        "staging_bucket": "gs://local-emulation",
-    },
+    placeholder_settings=PLACEHOLDER_SETTINGS,
     nodes=nodes,
     cpu_machine="n1-standard-8",
     reduction_server=True,
