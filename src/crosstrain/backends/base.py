@@ -553,14 +553,24 @@ class Backend(ABC, Generic[S, P]):
         )
 
     def follow(
-        self, read: Callable[[bool], Iterable[str]], ended: Callable[[], bool], *, follow: bool, interval: float
+        self,
+        read: Callable[[bool], Iterable[str]],
+        ended: Callable[[], bool],
+        *,
+        follow: bool,
+        interval: float,
+        grace: float = 0.0,
     ) -> Iterator[str]:
         """The loop every `logs` shares: read what is new (all of it, half-written lines too, once `ended()`),
-        and with `follow`, read again every `interval` seconds until the job has ended."""
+        and with `follow`, read again every `interval` seconds until the job has ended and `grace` seconds more
+        have passed (a log service that takes in the last lines after the job's end)."""
+        ended_at: float | None = None
         while True:
             done = ended()
+            if done and ended_at is None:
+                ended_at = time.monotonic()
             yield from read(done)
-            if done or not follow:
+            if not follow or (ended_at is not None and time.monotonic() - ended_at >= grace):
                 return
             self.retry.sleep(interval)
 

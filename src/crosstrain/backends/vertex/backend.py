@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -494,11 +493,18 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         job = self._get(client, handle.ref["name"])
         cursor = _created(job) or datetime.now(timezone.utc) - timedelta(days=30)
         seen: dict[tuple[str, str, str], datetime] = {}
-        ended_at: float | None = None
-        while True:
-            ended = not follow or STATE_MAP.get(job.state.name, JobState.UNKNOWN).terminal
-            if ended and ended_at is None:
-                ended_at = time.monotonic()
+        first, was_ended = True, False
+
+        def ended() -> bool:
+            nonlocal job, first, was_ended
+            if not first and not was_ended:  # the state after the pause
+                job = self._get(client, handle.ref["name"])
+            first = False
+            was_ended = not follow or STATE_MAP.get(job.state.name, JobState.UNKNOWN).terminal
+            return was_ended
+
+        def read(final: bool) -> Iterator[str]:
+            nonlocal cursor
             for entry in self._read(handle, _rfc3339(cursor)):
                 key = (str(entry.timestamp), str(entry.log_name), str(entry.insert_id))
                 if key in seen:
@@ -510,11 +516,8 @@ class VertexBackend(Backend[VertexSettings, Plan]):
                 cursor = max(cursor, newest - timedelta(seconds=self.log_lookback))
                 for key in [key for key, at in seen.items() if at < cursor]:
                     del seen[key]  # older than any later read can return
-            if ended and (not follow or ended_at is None or time.monotonic() - ended_at >= self.log_grace):
-                return
-            self.retry.sleep(self.log_interval)
-            if not ended:
-                job = self._get(client, handle.ref["name"])
+
+        yield from self.follow(read, ended, follow=follow, interval=self.log_interval, grace=self.log_grace)
 
     def _read(self, handle: JobHandle, since: str, *, task: str | None = None, newest: int = 0) -> list[Any]:
         """The job's log entries at or after `since` (an RFC 3339 time), oldest first: every replica's, or only
