@@ -22,6 +22,7 @@ from crosstrain.registry import create_backend, entries, get_backend_class
 from crosstrain.spec import TrainingJob
 
 if TYPE_CHECKING:
+    from crosstrain.backends.base import Backend
     from crosstrain.records import JobHandle, Request
 
 
@@ -157,9 +158,24 @@ def render_function(
 ) -> Request:
     """What `submit_function` would send: `job` with `fn(*args, **kwargs)` as every rank's entry point, and
     where rank 0 leaves its result (`request.result_at`). Sends nothing."""
+    return _function_request(fn, job, target, args, kwargs, run_id, environ, settings)[1]
+
+
+def _function_request(
+    fn: Callable[..., Any],
+    job: str | Path | Mapping[str, Any] | TrainingJob,
+    target: str | None,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None,
+    run_id: str | None,
+    environ: Mapping[str, str] | None,
+    settings: Mapping[str, Any],
+) -> tuple[Backend[Any, Any], Request]:
+    """The backend that renders a function's job, and its request (which that backend then sends as its own)."""
     spec = with_run_id(with_function(fn, job, args, kwargs), run_id)
     name = choose_target(spec, target)
-    return create_backend(name, environ=environ).render(spec, target_settings(name, job, settings))
+    backend = create_backend(name, environ=environ)
+    return backend, backend.render(spec, target_settings(name, job, settings))
 
 
 def submit_function(
@@ -174,16 +190,13 @@ def submit_function(
 ) -> JobHandle:
     """Run `fn(*args, **kwargs)` on every rank of `job` on `target` (the function is pickled into the job's code
     bundle with cloudpickle: `crosstrain.function`); `handle.result()` waits and returns rank 0's result."""
-    spec = with_run_id(with_function(fn, job, args, kwargs), run_id)
-    name = choose_target(spec, target)
-    backend = create_backend(name)
-    request = backend.render(spec, target_settings(name, job, settings))
+    backend, request = _function_request(fn, job, target, args, kwargs, run_id, None, settings)
     if not request.result_at:
         raise SpecError(
             [
                 Problem(
                     "output_dir",
-                    f"a function's result on {name} is written to the job's output_dir, and the job has none "
+                    f"a function's result on {request.target} is written to the job's output_dir, and the job has none "
                     "that the nodes can write (gs://, dbfs:/ or /Volumes/)",
                     "set output_dir, e.g. gs://my-bucket/runs or /Volumes/main/ml/runs",
                 )

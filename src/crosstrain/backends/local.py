@@ -498,7 +498,9 @@ class LocalBackend(Backend[LocalSettings, None]):
 
 
 def _with_reducers() -> list[str]:
-    return [name for name, target in EMULATED.items() if _emulation(target).reduction_server]  # type: ignore[union-attr]
+    return [
+        name for name, target in EMULATED.items() if (emulation := _emulation(target)) and emulation.reduction_server
+    ]
 
 
 def _header(request: Request) -> str:
