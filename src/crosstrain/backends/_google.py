@@ -11,7 +11,8 @@ from urllib.parse import parse_qs, urlencode
 from pydantic import AfterValidator
 
 from crosstrain import secrets
-from crosstrain.backends.base import launcher_command, shown
+from crosstrain.backends.base import launcher_command
+from crosstrain.backends.binding import shown
 from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError, Unsupported
 from crosstrain.records import HttpCall, JobHandle, Request
 

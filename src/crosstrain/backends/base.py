@@ -25,8 +25,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
-from urllib.parse import urlsplit
 
+from crosstrain.backends.binding import Binding, Configured, Place, origin_of
 from crosstrain.errors import (
     IdentityConflict,
     JobFailed,
@@ -36,8 +36,8 @@ from crosstrain.errors import (
     Unsupported,
     WaitTimeout,
 )
-from crosstrain.records import JobHandle, JobState, JobStatus, JobSummary, Request
-from crosstrain.settings import TargetSettings, configured_settings, redact, resolve_settings, url_credentials
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
+from crosstrain.settings import TargetSettings, configured_settings, env_vars, resolve_settings
 
 if TYPE_CHECKING:
     from crosstrain.backends.emulation import Emulation
@@ -179,32 +179,6 @@ def placeholder_ids(job: TrainingJob, max_len: int) -> Ids:
     return Ids(identity_for(job.name, "0" * RUN_ID_LENGTH, max_len=max_len), "0" * FINGERPRINT_LENGTH)
 
 
-def origin_of(url: object) -> str | None:
-    """`scheme://host[:port]` of a URL, lowercased, the scheme's default port left out; None when it is not a
-    string with an http(s) scheme and a host, or carries credentials (never compared, so never sent to)."""
-    if not isinstance(url, str):
-        return None
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname or url_credentials(url):
-        return None
-    host = parts.hostname.lower().rstrip(".")
-    if ":" in host:
-        host = f"[{host}]"
-    default = {"http": 80, "https": 443}[scheme]
-    return f"{scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
-
-
-def shown(value: Any, limit: int = 200) -> str:
-    """A value from a handle or a request as a message quotes it: credentials in URLs redacted, cut short."""
-    text = redact(value if isinstance(value, str) else json.dumps(value, default=str))
-    return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
 def fingerprint_of(view: Any) -> str:
     """A stable digest of a JSON-able view of a request."""
     canonical = json.dumps(view, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -269,6 +243,8 @@ class Backend(ABC, Generic[S, P]):
     #: The settings that say where credentials go (host, endpoint, workspace, project): what `configured()`
     #: reads from the environment and a handle or request from a file is checked against.
     binding_settings: ClassVar[tuple[str, ...]] = ()
+    #: Where the platform's credential goes, checked before any is loaded (None: it loads none).
+    binding: ClassVar[Binding | None] = None
 
     def __init__(
         self,
@@ -348,10 +324,54 @@ class Backend(ABC, Generic[S, P]):
 
     def handle_problems(self, handle: JobHandle) -> list[Problem]:
         """Where the handle points outside the configured host, endpoint, workspace or project."""
-        return []
+        return self._binding_problems(self.handle_places(handle.ref), handle.ref, "handle.ref", "handle")
 
     def request_problems(self, request: Request) -> list[Problem]:
-        """Where the request's calls or settings point outside the configured ones."""
+        """Where the request's calls or settings point outside the configured ones, or its uploads are not
+        of its own code."""
+        places = [
+            Place(f"request.calls[{i}].url", call.url)
+            for i, call in enumerate(request.calls)
+            if not self.credential_free(request, call)
+        ]
+        problems = self._binding_problems(places, request.settings, "request.settings", "request")
+        return problems + self.upload_problems(request)
+
+    def _binding_problems(self, places: list[Place], stated: Mapping[str, Any], at: str, what: str) -> list[Problem]:
+        binding = self.binding
+        if binding is None:
+            return []
+        keys = [*binding.keys, *([binding.origin_key] if binding.origin_key else [])]
+        env = {key: next(iter(env_vars(self.settings_model, key)), f"--set {key}") for key in keys}
+        mine = self.configured_origin(stated, env)
+        problems = binding.problems(places, stated, at, what, self.configured(), mine, env)
+        return problems or self.binding_extras(stated, at, what)
+
+    def configured_origin(self, stated: Mapping[str, Any], env: Mapping[str, str]) -> Configured:
+        """The origin this machine configures for the binding's `origin_key`, and where that comes from."""
+        key = self.binding.origin_key if self.binding else None
+        if key is None:
+            return Configured(None, "")
+        origin = origin_of(self.configured().get(key))
+        if origin is None:
+            return Configured(None, f"no {env[key]}, no --set {key}")
+        return Configured(origin, f"--set {key}" if key in self.overrides else env[key])
+
+    def handle_places(self, ref: Mapping[str, Any]) -> list[Place]:
+        """Where a handle's reads go (beyond the origin it states), as `binding` checks them."""
+        return []
+
+    def credential_free(self, request: Request, call: HttpCall) -> bool:
+        """Whether `call` is sent without this platform's credential (an upload on its own signed URL or the
+        storage client's); `upload_problems` checks those."""
+        return False
+
+    def upload_problems(self, request: Request) -> list[Problem]:
+        """Where a request's credential-free calls upload anything but its own code."""
+        return []
+
+    def binding_extras(self, stated: Mapping[str, Any], at: str, what: str) -> list[Problem]:
+        """What the binding cannot say about where a handle or request goes (a credential profile's own host)."""
         return []
 
     # -- render (pure) -------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -43,9 +44,8 @@ from crosstrain.backends.base import (
     Backend,
     Capabilities,
     Ids,
-    origin_of,
-    shown,
 )
+from crosstrain.backends.binding import Binding, Place
 from crosstrain.errors import Problem, SubmitError, Unsupported
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 
@@ -245,69 +245,29 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
             f"{shlex.join(command)}\n"
         )
 
-    # -- submit (sends) ------------------------------------------------------------------------------------
     # -- where credentials may go -------------------------------------------------------------------------
     binding_settings = ("endpoint", "project")
+    binding = Binding(
+        origins=re.compile("|".join(map(re.escape, GOOGLE_ENDPOINTS))),
+        service=f"Google's endpoint ({', '.join(GOOGLE_ENDPOINTS)})",
+        nowhere_else="Google credentials go nowhere else",
+        made_for="ml.googleapis.com",
+        path=re.compile(r"(?:/[^?#]*)?" + _JOBS_PATH.pattern + "(?::cancel)?"),  # under an endpoint's own path
+        url_form="an AI Platform <endpoint>/v1/projects/<project>/jobs URL",
+        keys=("project",),
+        origin_key="endpoint",
+    )
 
-    def _url_problems(self, url: Any, path: str, what: str, *, job: bool) -> list[Problem]:
-        """Whether `url` is on Google's or the configured endpoint, in the configured project if one is set."""
-        configured = self.configured()
-        mine = origin_of(configured.get("endpoint"))  # validated: None only where none is configured
-        allowed = [*GOOGLE_ENDPOINTS, *([mine] if mine else [])]
-        origin = origin_of(url)
-        parts = _JOBS_PATH.search(urlsplit(url).path) if isinstance(url, str) and origin else None
-        if origin is None or parts is None or bool(parts["job"]) != job:
-            form = "<endpoint>/v1/projects/<project>/jobs" + ("/<jobId>" if job else "")
-            return [
-                Problem(path, f"{shown(url)} is not an AI Platform {form} URL", f"use the {what} as crosstrain made it")
-            ]
-        problems = []
-        if origin not in allowed:
-            problems.append(
-                Problem(
-                    path,
-                    f"the {what} sends to {origin}, which is neither Google's endpoint nor the configured one "
-                    f"({', '.join(dict.fromkeys(allowed))})",
-                    f"if {origin} is your endpoint, set CROSSTRAIN_AIPLATFORM_ENDPOINT={origin} (or pass --set "
-                    f"endpoint={origin}); else use a {what} made for ml.googleapis.com",
-                )
-            )
-        project = unquote(parts["project"])
-        if "project" in configured and project != configured["project"]:
-            problems.append(
-                Problem(
-                    path,
-                    f"the {what} is for project {project!r}, this machine is configured for {configured['project']!r}",
-                    f"pass --set project={project} (or set GOOGLE_CLOUD_PROJECT) if that project is meant",
-                )
-            )
-        return problems
+    def handle_places(self, ref: Mapping[str, Any]) -> list[Place]:
+        return [Place("handle.ref.url", ref.get("url"))]
 
-    def handle_problems(self, handle: JobHandle) -> list[Problem]:
-        url = handle.ref.get("url")
-        problems = self._url_problems(url, "handle.ref.url", "handle", job=True)
-        project = handle.ref.get("project")
-        parts = _JOBS_PATH.search(urlsplit(url).path) if isinstance(url, str) and not problems else None
-        if parts and project is not None and project != unquote(parts["project"]):
-            problems.append(
-                Problem(
-                    "handle.ref.project",
-                    f"{shown(project)} is not the project of the handle's URL",
-                    "use the handle as made",
-                )
-            )
-        return problems
+    def credential_free(self, request: Request, call: HttpCall) -> bool:
+        return call is not request.create and uploaded_object(call) is not None
 
-    def request_problems(self, request: Request) -> list[Problem]:
-        return upload_problems(request.calls, request.code) + [
-            problem
-            for i, call in enumerate(request.calls)
-            if call is request.create or uploaded_object(call) is None  # uploads: upload_problems
-            for problem in self._url_problems(
-                call.url, f"request.calls[{i}].url", "request", job=call is not request.create
-            )
-        ]
+    def upload_problems(self, request: Request) -> list[Problem]:
+        return upload_problems(request.calls, request.code)
 
+    # -- submit (sends) ------------------------------------------------------------------------------------
     def _client(self) -> requests.Session:
         """The injected session (tests), or an AuthorizedSession with Application Default Credentials."""
         return self.session or self.cached_client("session", google_rest.authorized_session)

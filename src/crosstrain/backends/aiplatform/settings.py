@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 from crosstrain.backends._google import (
     StagingBucket,
 )
-from crosstrain.backends.base import origin_of
+from crosstrain.backends.binding import origin_of
 from crosstrain.environments import Runtime, Runtimes
 from crosstrain.records import JobState
 from crosstrain.settings import TargetSettings, setting

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import shlex
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -58,14 +59,12 @@ from crosstrain.backends.base import (
     Ids,
     bundle_command,
     launcher_command,
-    origin_of,
-    shown,
 )
+from crosstrain.backends.binding import Binding, Place
 from crosstrain.data import ALL_MODES, Placement, Reach
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
-from crosstrain.settings import env_vars
 from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:
@@ -328,84 +327,36 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         return text
 
     # -- where credentials may go -------------------------------------------------------------------------
-    binding_settings = ("subscription_id", "resource_group", "workspace")
+    binding_settings = WORKSPACE_KEYS
+    binding = Binding(
+        origins=re.compile(re.escape(ARM)),
+        service=f"Azure Resource Manager ({ARM})",
+        nowhere_else="the Azure token goes nowhere else",
+        made_for="Azure ML",
+        path=re.compile(
+            r"/subscriptions/(?P<subscription_id>[^/]+)/resourceGroups/(?P<resource_group>[^/]+)"
+            r"/providers/Microsoft\.MachineLearningServices/workspaces/(?P<workspace>[^/]+)(?:/.*)?",
+            re.IGNORECASE,
+        ),
+        url_form="a URL in an Azure ML workspace",
+        keys=WORKSPACE_KEYS,
+        scope="workspace",
+        names=_SEGMENT,
+        name_form="an Azure resource name",
+        required=WORKSPACE_KEYS,
+        fold_case=True,
+    )
 
-    def _workspace_problems(self, found: Mapping[str, Any], path: str, what: str) -> list[Problem]:
-        """Whether the workspace a handle or a request names is well formed and the configured one, where this
-        machine configures its subscription, resource group or workspace (names compared as Azure does,
-        ignoring case)."""
-        configured = self.configured()
-        problems = []
-        for key in WORKSPACE_KEYS:
-            value = found.get(key)
-            if not isinstance(value, str) or not _SEGMENT.fullmatch(value):
-                problems.append(
-                    Problem(
-                        f"{path}.{key}",
-                        f"{shown(value)} is not an Azure resource name",
-                        "use the handle as made",
-                    )
-                )
-            elif key in configured and value.lower() != configured[key].lower():
-                env = env_vars(AzureMLSettings, key)[0]
-                problems.append(
-                    Problem(
-                        f"{path}.{key}",
-                        f"the {what} is for {key} {value!r}, this machine is configured for {configured[key]!r}",
-                        f"pass --set {key}={value} (or set {env}) if that workspace is meant",
-                    )
-                )
-        return problems
+    def handle_places(self, ref: Mapping[str, Any]) -> list[Place]:
+        return [Place("handle.ref.url", ref["url"])] if "url" in ref else []
 
-    @staticmethod
-    def _url_problems(url: Any, found: Mapping[str, Any], path: str, what: str) -> list[Problem]:
-        """An ARM URL in the named workspace: the only place the ARM token may go."""
-        origin = origin_of(url)
-        if origin != ARM:
-            return [
-                Problem(
-                    path,
-                    f"the {what} sends to {origin or shown(url)}; the Azure token goes only to {ARM}",
-                    f"use a {what} made by crosstrain",
-                )
-            ]
-        subscription, group, workspace = (str(found.get(key)) for key in WORKSPACE_KEYS)
-        prefix = (
-            f"/subscriptions/{subscription}/resourceGroups/{group}"
-            f"/providers/Microsoft.MachineLearningServices/workspaces/{workspace}"
-        )
-        url_path = urlsplit(url).path
-        if not (url_path.lower() + "/").startswith(prefix.lower() + "/"):
-            return [
-                Problem(
-                    path,
-                    f"{shown(url)} is outside the workspace {prefix}",
-                    f"use a {what} made by crosstrain",
-                )
-            ]
-        return []
+    def credential_free(self, request: Request, call: HttpCall) -> bool:
+        return _is_blob_upload(call)  # sent with startPendingUpload's SAS only, never the ARM token
 
-    def handle_problems(self, handle: JobHandle) -> list[Problem]:
-        problems = self._workspace_problems(handle.ref, "handle.ref", "handle")
-        if not problems and "url" in handle.ref:
-            problems += self._url_problems(handle.ref["url"], handle.ref, "handle.ref.url", "handle")
-        return problems
-
-    def request_problems(self, request: Request) -> list[Problem]:
-        problems = self._workspace_problems(request.settings, "request.settings", "request")
-        for i, call in enumerate(request.calls):
-            if _is_blob_upload(call):  # sent with startPendingUpload's SAS only, never the ARM token
-                continue
-            problems += self._url_problems(call.url, request.settings, f"request.calls[{i}].url", "request")
+    def upload_problems(self, request: Request) -> list[Problem]:
         if request.code is None and any(_is_blob_upload(call) for call in request.calls):
-            problems.append(
-                Problem(
-                    "request.code",
-                    "the request uploads code but names no folder",
-                    "render it again",
-                )
-            )
-        return problems
+            return [Problem("request.code", "the request uploads code but names no folder", "render it again")]
+        return []
 
     # -- submit (sends) ------------------------------------------------------------------------------------
     def _client(self, ref: Mapping[str, Any]) -> Any:

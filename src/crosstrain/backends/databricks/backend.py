@@ -24,9 +24,8 @@ from crosstrain.backends.base import (
     Backend,
     Capabilities,
     Ids,
-    origin_of,
-    shown,
 )
+from crosstrain.backends.binding import Binding, Configured, origin_of, shown
 from crosstrain.backends.databricks import wire
 from crosstrain.backends.databricks.emulate import EMULATION
 from crosstrain.backends.databricks.logs import (
@@ -61,7 +60,6 @@ from crosstrain.databricks_task import LAUNCHER_NAME
 from crosstrain.errors import CrosstrainError, JobFailed, Problem, SpecError, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
-from crosstrain.settings import url_credentials
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
@@ -459,6 +457,16 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
 
     # -- where credentials may go -------------------------------------------------------------------------
     binding_settings = ("host", "profile")
+    binding = Binding(
+        origins=None,
+        service=None,
+        nowhere_else="the Databricks token goes nowhere else",
+        made_for="your workspace",
+        required=("host",),
+        origin_key="host",
+        origin_noun="workspace",
+        configure_also=", or use a ~/.databrickscfg profile for it",
+    )
 
     def _workspace(self, profile: str | None) -> tuple[str | None, str]:
         """The workspace this machine configures, and where that comes from: an injected client's host, else
@@ -490,78 +498,36 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         except ValueError:
             return None, where
 
-    def _binding_problems(self, host: Any, profile: Any, path: str, what: str) -> list[Problem]:
-        """Whether a handle's or a request's workspace is the configured one (and its profile is for it)."""
+    def configured_origin(self, stated: Mapping[str, Any], env: Mapping[str, str]) -> Configured:
+        """The workspace this machine configures, for the profile a handle or request names."""
+        profile = stated.get("profile")
+        host, source = self._workspace(profile if isinstance(profile, str) else None)
+        return Configured(host, source if host else f"no DATABRICKS_HOST, no host in {source}")
+
+    def binding_extras(self, stated: Mapping[str, Any], at: str, what: str) -> list[Problem]:
+        """The profile a handle or request names: its credentials go to its own host, which must be the one."""
+        profile = stated.get("profile")
         if not isinstance(profile, str | None):
-            return [Problem(f"{path}.profile", f"{shown(profile)} is not a profile name", "use the handle as made")]
-        found = origin_of(host)
-        if found is None:
-            secret = isinstance(host, str) and url_credentials(host)
+            return [Problem(f"{at}.profile", f"{shown(profile)} is not a profile name", f"use the {what} as made")]
+        used = self._profile_for(profile)
+        found = origin_of(stated.get("host"))
+        if used is None or self.client is not None:
+            return []
+        profile_host, where = self._profile_host(used)
+        if profile_host is not None and profile_host != found:
             return [
                 Problem(
-                    f"{path}.host",
-                    f"{shown(host)} " + ("carries credentials in the URL" if secret else "is not a workspace URL"),
-                    f"use the {what} as crosstrain made it (https://<workspace host>, no credentials in it)",
+                    f"{at}.profile",
+                    f"{where} is for {profile_host}, not {found}: its credentials would go to another workspace",
+                    f"pass --set profile=<the profile of {found}>",
                 )
             ]
-        problems = []
-        configured, source = self._workspace(profile)
-        fix = (
-            f"if {found} is your workspace, set DATABRICKS_HOST={found} (or pass --set host={found}, or use a "
-            f"~/.databrickscfg profile for it); else use a {what} made for your workspace"
-        )
-        if configured is None:
-            problems.append(
-                Problem(
-                    f"{path}.host",
-                    f"the {what} is for {found}, and this machine configures no workspace (no DATABRICKS_HOST, no "
-                    f"host in {source})",
-                    fix,
-                )
-            )
-        elif configured != found:
-            problems.append(
-                Problem(
-                    f"{path}.host",
-                    f"the {what} is for {found}, this machine is configured for {configured} ({source})",
-                    fix,
-                )
-            )
-        used = self._profile_for(profile)
-        if used is not None and configured == found and self.client is None:
-            profile_host, where = self._profile_host(used)
-            if profile_host is not None and profile_host != found:
-                problems.append(
-                    Problem(
-                        f"{path}.profile",
-                        f"{where} is for {profile_host}, not {found}: its credentials would go to another workspace",
-                        f"pass --set profile=<the profile of {found}>",
-                    )
-                )
-        return problems
+        return []
 
     def _profile_for(self, profile: str | None) -> str | None:
         """The profile that authenticates: the configured one, else the one the handle or request names."""
         configured = self.configured().get("profile") if self.client is None else None
         return configured or profile
-
-    def handle_problems(self, handle: JobHandle) -> list[Problem]:
-        return self._binding_problems(handle.ref.get("host"), handle.ref.get("profile"), "handle.ref", "handle")
-
-    def request_problems(self, request: Request) -> list[Problem]:
-        settings = request.settings
-        problems = self._binding_problems(settings.get("host"), settings.get("profile"), "request.settings", "request")
-        host = origin_of(str(settings.get("host")))
-        for i, call in enumerate(request.calls):
-            if origin_of(call.url) != host:
-                problems.append(
-                    Problem(
-                        f"request.calls[{i}].url",
-                        f"{shown(call.url)} is not on the request's workspace {host}",
-                        "render the request again instead of editing its URLs",
-                    )
-                )
-        return problems
 
     def _handle_client(self, handle: JobHandle) -> WorkspaceClient:
         """The client for the handle's workspace, once it is known to be the configured one."""

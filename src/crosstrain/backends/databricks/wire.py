@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
 from crosstrain import packaging, uploads
-from crosstrain.backends.base import shown
+from crosstrain.backends.binding import shown
 from crosstrain.backends.databricks.settings import DatabricksSettings
 from crosstrain.errors import Problem, SpecError
 from crosstrain.records import HttpCall

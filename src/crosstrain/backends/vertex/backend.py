@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlencode, urlparse, urlsplit
+from urllib.parse import urlencode, urlparse
 
 from crosstrain import secrets
 from crosstrain.adaptors import gapic
@@ -27,7 +27,8 @@ from crosstrain.backends._google import (
     upload_problems,
     uploaded_object,
 )
-from crosstrain.backends.base import FINGERPRINT_WHY, IDENTITY_WHY, NODES_WHY, Backend, Capabilities, Ids, shown
+from crosstrain.backends.base import FINGERPRINT_WHY, IDENTITY_WHY, NODES_WHY, Backend, Capabilities, Ids
+from crosstrain.backends.binding import Binding, Place
 from crosstrain.backends.vertex.emulate import EMULATION
 from crosstrain.backends.vertex.gcloud import gcloud_command
 from crosstrain.backends.vertex.plan import (
@@ -40,7 +41,7 @@ from crosstrain.backends.vertex.plan import (
     _scheduling,
     reduction_server_image,
 )
-from crosstrain.backends.vertex.settings import _CANCELLED, _GOOGLE_HOST, _PARENT, STATE_MAP, VertexSettings
+from crosstrain.backends.vertex.settings import _BARE_HOST, _CANCELLED, _GOOGLE_HOST, STATE_MAP, VertexSettings
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, TransientError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
@@ -238,61 +239,31 @@ class VertexBackend(Backend[VertexSettings, Plan]):
 
     # -- where credentials may go -------------------------------------------------------------------------
     binding_settings = ("project",)
+    binding = Binding(
+        origins=re.compile(r"https://" + _GOOGLE_HOST.pattern),
+        service="a Vertex AI endpoint (<region>-aiplatform.googleapis.com)",
+        nowhere_else="Google credentials go nowhere else",
+        made_for="Vertex AI",
+        path=re.compile(r"/v1/projects/(?P<project>[^/]+)/locations/[^/]+/customJobs(?:/[^/]+)?"),
+        url_form="a CustomJob name or customJobs URL (projects/<project>/locations/<region>/customJobs)",
+        keys=("project",),
+        numbered=True,
+    )
 
-    def _project_problems(self, project: str, path: str, what: str) -> list[Problem]:
-        """A project id other than the configured one (a project number cannot be compared, and passes)."""
-        configured = self.configured().get("project")
-        if configured is None or project == configured or project.isdigit():
-            return []
+    def handle_places(self, ref: Mapping[str, Any]) -> list[Place]:
+        """The job's endpoint (a host name) and its name, the path every read of the job goes to."""
+        endpoint, name = ref.get("endpoint"), ref.get("name")
+        bare = isinstance(endpoint, str) and _BARE_HOST.fullmatch(endpoint)
+        path = f"/v1/{name}" if isinstance(name, str) else name
         return [
-            Problem(
-                path,
-                f"the {what} is for project {project!r}, this machine is configured for {configured!r}",
-                f"pass --set project={project} (or set CLOUDSDK_CORE_PROJECT) if that project is meant",
-            )
+            Place("handle.ref.endpoint", f"https://{endpoint}" if bare else None, endpoint, path, "handle.ref.name")
         ]
 
-    @staticmethod
-    def _endpoint_problems(endpoint: Any, path: str, what: str) -> list[Problem]:
-        if isinstance(endpoint, str) and _GOOGLE_HOST.fullmatch(endpoint):
-            return []
-        return [
-            Problem(
-                path,
-                f"the {what} sends to {shown(endpoint)}, which is not a Vertex AI endpoint "
-                "(<region>-aiplatform.googleapis.com); Google credentials go nowhere else",
-                f"use a {what} made by crosstrain for Vertex AI",
-            )
-        ]
+    def credential_free(self, request: Request, call: HttpCall) -> bool:
+        return call is not request.create and uploaded_object(call) is not None
 
-    def handle_problems(self, handle: JobHandle) -> list[Problem]:
-        problems = self._endpoint_problems(handle.ref.get("endpoint"), "handle.ref.endpoint", "handle")
-        name = handle.ref.get("name")
-        parent = _PARENT.match(name) if isinstance(name, str) else None
-        if parent is None or not re.fullmatch(r"projects/[^/]+/locations/[^/]+/customJobs/[^/]+", str(name)):
-            return [
-                *problems,
-                Problem("handle.ref.name", f"{shown(name)} is not a CustomJob name", "use the handle as made"),
-            ]
-        project = handle.ref.get("project", parent["project"])
-        return problems + self._project_problems(str(project), "handle.ref.project", "handle")
-
-    def request_problems(self, request: Request) -> list[Problem]:
-        problems = upload_problems(request.calls, request.code)
-        for i, call in enumerate(request.calls):
-            if call is not request.create and uploaded_object(call) is not None:
-                continue  # an upload to storage.googleapis.com of this request's own code (upload_problems)
-            url = urlsplit(call.url) if isinstance(call.url, str) else None
-            endpoint = url.netloc if url is not None and url.scheme == "https" else call.url
-            problems += self._endpoint_problems(endpoint, f"request.calls[{i}].url", "request")
-            parent = _PARENT.fullmatch(url.path.removeprefix("/v1/").removesuffix("/customJobs")) if url else None
-            if parent is None:
-                problems.append(
-                    Problem(f"request.calls[{i}].url", f"{shown(call.url)} is not a customJobs URL", "render it again")
-                )
-            else:
-                problems += self._project_problems(unquote(parent["project"]), f"request.calls[{i}].url", "request")
-        return problems
+    def upload_problems(self, request: Request) -> list[Problem]:
+        return upload_problems(request.calls, request.code)
 
     # -- submit (sends) ------------------------------------------------------------------------------------
     def _client(self, endpoint: str) -> JobServiceClient:

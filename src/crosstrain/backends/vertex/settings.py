@@ -38,7 +38,8 @@ STATE_MAP = {
 _CANCELLED = frozenset({"JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED"})
 #: Vertex AI's regional API hosts: the only place a handle or a request from a file may send Google credentials.
 _GOOGLE_HOST = re.compile(r"[a-z]+(?:-[a-z0-9]+)+-aiplatform(?:\.mtls)?\.googleapis\.com")
-_PARENT = re.compile(r"projects/(?P<project>[^/]+)/locations/[^/]+")
+#: A host name, with a port or not: what a Vertex handle names as its endpoint.
+_BARE_HOST = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?")
 
 REDUCTION_SERVER_IMAGE = "{geo}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 
