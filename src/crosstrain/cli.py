@@ -2,7 +2,8 @@
 
 Results go to stdout (JSON, or a native form with --format); narration and progress go to stderr.
 Exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage (or a spec the target cannot express),
-3 submission failed, 4 the job failed while waiting, 5 --timeout expired while waiting, 130 interrupted.
+3 submission failed, 4 the job failed while waiting, 5 --timeout expired while waiting, 130 interrupted
+(143 or 129: a local run stopped by SIGTERM or SIGHUP, every process it started stopped first).
 No exception reaches the user as a traceback (set CROSSTRAIN_DEBUG=1 to see one for an unexpected error), and
 with --json stdout holds one JSON object for every error, usage errors included.
 """
@@ -13,12 +14,22 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from crosstrain.errors import CrosstrainError, ExitCode, JobFailed, Problem, SpecError, UsageError, WaitTimeout
+from crosstrain.errors import (
+    CrosstrainError,
+    ExitCode,
+    JobFailed,
+    Problem,
+    SpecError,
+    Stopped,
+    UsageError,
+    WaitTimeout,
+)
 from crosstrain.registry import BUILTIN_BACKENDS
 from crosstrain.untrusted import cut
 
@@ -27,7 +38,7 @@ if TYPE_CHECKING:
     from crosstrain.spec import TrainingJob
 
 EPILOG = """exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage, 3 submission failed,
-4 job failed while waiting, 5 still running when --timeout expired, 130 interrupted"""
+4 job failed while waiting, 5 still running when --timeout expired, 130 interrupted (143/129: SIGTERM/SIGHUP)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -611,6 +622,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CrosstrainError as exc:
         _report(verb, exc, str(exc), as_json, extra={"job_may_exist": True} if getattr(exc, "job_may_exist", 0) else {})
         return int(exc.exit_code)
+    except Stopped as stopped:
+        _report(verb, None, f"stopped by {signal.Signals(stopped.signum).name}", as_json, error="Interrupted")
+        return 128 + stopped.signum
     except KeyboardInterrupt:
         _report(verb, None, "interrupted", as_json, error="Interrupted")
         return ExitCode.INTERRUPTED

@@ -174,3 +174,12 @@ class FunctionFailed(JobFailed):
 
 class WaitTimeout(CrosstrainError, TimeoutError):
     exit_code = ExitCode.WAIT_TIMEOUT
+
+
+class Stopped(KeyboardInterrupt):
+    """A terminating signal (SIGTERM: a CI cancel or `timeout`; SIGHUP: a closed terminal) stopped a local run,
+    as Ctrl-C would: every process it started was stopped first. The CLI exits 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

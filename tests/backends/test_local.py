@@ -301,32 +301,68 @@ SLEEPS = """
 """
 
 
-def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
-    """Ctrl-C once every rank is up. The waits are for events (each rank's pid file, the CLI's exit), bounded
-    generously: a loaded machine is slow, not wrong. Should the CLI still hang, its threads' stacks are shown."""
-    job = failing_job(tmp_path, SLEEPS)
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)], ids=["ctrl-c", "term", "hup"]
+)
+def test_a_stopping_signal_stops_every_process_and_leaves_nothing(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    """Ctrl-C, a CI cancel or `timeout` (SIGTERM), a closed terminal (SIGHUP), once every rank is up: every
+    process stops and the staged code and run folders go. The waits are for events (each rank's pid file, the
+    CLI's exit), bounded generously: a loaded machine is slow, not wrong. Should the CLI hang, its stacks show."""
+    job = failing_job(tmp_path, SLEEPS, code=".")
+    (tmp_path / "tmp").mkdir()
     run = subprocess.Popen(
         [sys.executable, "-X", "faulthandler", "-m", "crosstrain.cli", "run", str(job), "--local"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        env=inherited_environment(os.environ),
+        env={**inherited_environment(os.environ), "TMPDIR": str(tmp_path / "tmp")},
     )
     deadline = time.monotonic() + 300
     while len(list((tmp_path / "pids").iterdir())) < 4 and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     started = len(list((tmp_path / "pids").iterdir()))
-    run.send_signal(signal.SIGINT if started == 4 else signal.SIGABRT)  # SIGABRT: faulthandler shows the stacks
+    run.send_signal(sig if started == 4 else signal.SIGABRT)  # SIGABRT: faulthandler shows the stacks
     try:
         _, err = run.communicate(timeout=300)
     except subprocess.TimeoutExpired:
         run.send_signal(signal.SIGABRT)
         _, err = run.communicate()
-        pytest.fail(f"still running 300 s after Ctrl-C:\n{err[-6000:]}")
+        pytest.fail(f"still running 300 s after {sig.name}:\n{err[-6000:]}")
     assert started == 4, f"{started} of 4 ranks started: {err[-6000:]}"
-    assert run.returncode == 130, err[-3000:]
+    assert run.returncode == code, err[-3000:]
     assert "CANCELLED" in err
+    assert_no_strays(tmp_path / "pids")
+    assert list((tmp_path / "tmp").iterdir()) == []  # the staged code and the run's folder are gone
+
+
+LEAVES_CHILDREN = """
+    import os, subprocess, sys
+    from pathlib import Path
+    pids = Path(os.environ["PID_DIR"])
+    pids.joinpath(str(os.getpid())).touch()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # never waited for
+    pids.joinpath(str(child.pid)).touch()
+    if os.fork() == 0:  # a daemon: double-forked, in a session of its own, its parent gone
+        os.setsid()
+        if os.fork() == 0:
+            pids.joinpath(str(os.getpid())).touch()
+            import time
+            time.sleep(600)
+        os._exit(0)
+    print("done", flush=True)
+"""
+
+
+def test_what_the_ranks_leave_running_is_stopped_when_the_run_ends(tmp_path: Path) -> None:
+    """A rank's background child and a double-forked daemon outlive the rank: not the run."""
+    job = failing_job(tmp_path, LEAVES_CHILDREN)
+    done = cli("run", str(job), "--local", "--emulate", "azureml", "--set", "grace_seconds=2", timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "SUCCEEDED" in done.stderr
+    assert len(list((tmp_path / "pids").iterdir())) == 12  # 4 ranks, each with a child and a daemon
     assert_no_strays(tmp_path / "pids")
 
 
@@ -347,6 +383,29 @@ def test_the_handle_holds_the_outcome(tmp_path: Path) -> None:
     assert handle.wait().state is crosstrain.JobState.SUCCEEDED
     again = crosstrain.JobHandle.loads(handle.dumps())
     assert [r["exit_code"] for r in again.ref["outcome"]["ranks"]] == [0, 0]
+
+
+def test_logs_read_only_the_runs_own_log_never_a_path_the_handle_names(tmp_path: Path) -> None:
+    """Handles travel: one crafted to name /proc/self/environ (or any file) as its log prints nothing of it."""
+    job = failing_job(tmp_path, "print('the run said this')\n")
+    runs = tmp_path / "runs"
+    backend = create_backend("local", settings={"runs_dir": str(runs)})
+    handle = backend.submit(crosstrain.load_job(job), {"workdir": str(tmp_path), "emulate": "azureml", "nodes": 1})
+    assert any("the run said this" in line for line in backend.logs(handle))
+    elsewhere = create_backend("local")  # a job-named runs_dir: found by the handle kept beside the log
+    assert any("the run said this" in line for line in elsewhere.logs(JobHandle.loads(handle.dumps())))
+    secret = tmp_path / "secret"
+    secret.write_text("DATABRICKS_TOKEN=dapi-secret\n")
+    for log, job_id in [
+        ("/proc/self/environ", handle.job_id),
+        (str(secret), handle.job_id),
+        (str(secret), "../../secret"),
+        (str(runs / "x" / "output.log"), "local-20260101-000000-beef"),
+    ]:
+        crafted = json.loads(handle.dumps())
+        crafted["ref"]["outcome"]["log"], crafted["job_id"] = log, job_id
+        with pytest.raises(Unsupported, match="has no log"):
+            list(elsewhere.logs(JobHandle.loads(json.dumps(crafted))))
 
 
 class TestLocalConformance(BackendConformance):

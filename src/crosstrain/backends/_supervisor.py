@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, TextIO
 
+from crosstrain.errors import Stopped
 from crosstrain.failures import classify, last_lines
 from crosstrain.records import JobState
 
@@ -38,6 +39,12 @@ _POLL_S = 0.05
 #: How often a run says it is still running (its processes' own output streams in between).
 PROGRESS_S = 30.0
 
+
+#: The variable every process of a run carries (its value the run's id), and all they start: what is left of a
+#: run after it ended is found by it.
+RUN_MARK = "CROSSTRAIN_LOCAL_RUN"
+#: A local run's id (its folder under `runs_dir`): the only thing of a handle that says where its log is.
+RUN_ID = re.compile(r"local-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}")
 
 @dataclass
 class Process:
@@ -133,19 +140,20 @@ def supervise(
     is raised again once they are gone. With `runs_dir`, every line is also kept in `<runs_dir>/<run id>/`:
     `output.log` (all of them, in order) and `<process>.log` (one process's)."""
     out, err = out or sys.stdout, err or sys.stderr
-    run_id = f"local-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    run_id = f"local-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"  # the form of RUN_ID
     logs = _Logs(runs_dir / run_id if runs_dir is not None else None, out)
     lock = threading.Lock()
     pumps: list[threading.Thread] = []
     failure: Process | None = None
-    timed_out = interrupted = False
+    timed_out = False
+    interrupted: KeyboardInterrupt | None = None
     _say(err, lock, header)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="crosstrain-run-") as run_dir:
+    with tempfile.TemporaryDirectory(prefix="crosstrain-run-") as run_dir, _stopped_by_signals():
         values = dict(zip(PLACEHOLDERS, (str(free_port()), run_dir, base_env.get("PATH", os.defpath)), strict=True))
         try:
             for process in processes:
-                env = {**base_env, **{k: _fill(v, values) for k, v in process.env.items()}}
+                env = {**base_env, RUN_MARK: run_id, **{k: _fill(v, values) for k, v in process.env.items()}}
                 process.popen = subprocess.Popen(
                     [_fill(a, values) for a in process.argv],
                     cwd=cwd,
@@ -161,11 +169,12 @@ def supervise(
             _say(err, lock, f"crosstrain: started {len(processes)} process(es); Ctrl-C stops them all")
             deadline = None if timeout is None else started + timeout
             failure, timed_out = _watch(processes, deadline, lambda text: _say(err, lock, text), started)
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM or SIGHUP (`Stopped`)
+            interrupted = stop
         finally:
-            with _no_interrupts():  # a second Ctrl-C must not cut the stopping short and leave processes behind
+            with _no_interrupts():  # a second signal must not cut the stopping short and leave processes behind
                 _stop([p for p in processes if p.popen is not None and p.returncode is None], grace)
+                _stop_marked(run_id, grace)  # what the ranks left running: background children, daemons
             for pump in pumps:
                 pump.join(timeout=5)
             logs.close()
@@ -174,9 +183,32 @@ def supervise(
         _outcome(run_id, processes, failure, timed_out, interrupted, timeout, wall), log=logs.path
     )
     _say(err, lock, _summary(outcome))
-    if interrupted:
-        raise KeyboardInterrupt
+    if interrupted is not None:
+        raise interrupted
     return outcome
+
+
+#: The signals that end a run as Ctrl-C does: a CI cancel or `timeout` (SIGTERM), a closed terminal (SIGHUP).
+_TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """While a run goes, SIGTERM and SIGHUP raise `Stopped` (a KeyboardInterrupt) in the supervisor, which stops
+    every process before it goes; left alone, they would end only the supervisor and orphan the run."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in _TERMINATING}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
@@ -184,15 +216,16 @@ def _no_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *_TERMINATING)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _say(err: TextIO, lock: threading.Lock, text: str) -> None:
-    with lock:
+    with lock, contextlib.suppress(OSError, ValueError):  # a closed terminal (SIGHUP) must not stop the stopping
         print(text, file=err, flush=True)
 
 
@@ -334,6 +367,36 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def marked(run_id: str) -> list[int]:
+    """Every process that carries the run's mark in its environment (Linux /proc; elsewhere none): the ranks and
+    whatever they started, background children and double-forked daemons included, wherever they were
+    reparented. Only this user's processes can be read, and only they could have been started by the run."""
+    mark = f"{RUN_MARK}={run_id}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if mark in environ.split(b"\0") and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def _stop_marked(run_id: str, grace: float) -> None:
+    """SIGTERM what the run left running, SIGKILL what is left after `grace` seconds."""
+    left = marked(run_id)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while any(_alive(pid) for pid in left) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    for pid in [*left, *marked(run_id)]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _stop(processes: list[Process], grace: float) -> None:
     """SIGTERM each process, its group and its descendants; SIGKILL whatever is left after `grace` seconds."""
     tree: dict[int, list[int]] = {}
@@ -365,7 +428,7 @@ def _outcome(
     processes: list[Process],
     failure: Process | None,
     timed_out: bool,
-    interrupted: bool,
+    interrupted: KeyboardInterrupt | None,
     timeout: float | None,
     wall: float,
 ) -> Outcome:
@@ -382,8 +445,9 @@ def _outcome(
             else:
                 ranks.append(RankResult(rank, process.name, None if process.stopped else code, _stopped(process)))
     ranks.sort(key=lambda r: r.rank)
-    if interrupted:
-        return Outcome(run_id, JobState.CANCELLED, "stopped by Ctrl-C", wall, tuple(ranks))
+    if interrupted is not None:
+        by = signal.Signals(interrupted.signum).name if isinstance(interrupted, Stopped) else "Ctrl-C"
+        return Outcome(run_id, JobState.CANCELLED, f"stopped by {by}", wall, tuple(ranks))
     if timed_out:
         message = f"stopped after {timeout:g}s (scheduling.timeout)"
         return Outcome(run_id, JobState.FAILED, message, wall, tuple(ranks))

@@ -32,8 +32,17 @@ from pydantic import Field, field_validator
 
 from crosstrain import catalog, data, locations, packaging
 from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command, read_bounded
+from crosstrain.backends.binding import shown
 from crosstrain.backends.emulation import LOOPBACK, PATH, PORT, RUN_DIR, STAGE_DIR, Emulation, Node, ranks
-from crosstrain.errors import FunctionFailed, JobFailed, MissingDependency, Problem, SpecError, Unsupported
+from crosstrain.errors import (
+    CrosstrainError,
+    FunctionFailed,
+    JobFailed,
+    MissingDependency,
+    Problem,
+    SpecError,
+    Unsupported,
+)
 from crosstrain.function import RESULT
 from crosstrain.launch import torchrun_options, with_node_arguments
 from crosstrain.packaging import ARCHIVE_NAME, PACKAGE, VERSION, CodeRef
@@ -452,23 +461,35 @@ class LocalBackend(Backend[LocalSettings, None]):
             raise
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
-        settings = self.settings_model.model_validate({**self.overrides, **(overrides or {})})
         found = []
-        for path in Path(os.path.expanduser(settings.runs_dir)).glob("*/handle.json"):
+        for path in self._runs_dir(overrides).glob("*/handle.json"):
             try:
-                found.append((path.stat().st_mtime, JobHandle.loads(path.read_text())))
+                found.append((path.stat().st_mtime, path.parent, JobHandle.loads(path.read_text())))
             except (OSError, SpecError):
                 continue
-        for created, handle in sorted(found, key=lambda item: -item[0]):
+        for created, folder, handle in sorted(found, key=lambda item: -item[0]):
             status = self.status(handle)
-            yield JobSummary(
-                handle.identity,
-                status.state,
-                status.native_state,
-                created,
-                str(Path(handle.ref["outcome"]["log"]).parent),
-                handle,
-            )
+            yield JobSummary(handle.identity, status.state, status.native_state, created, str(folder), handle)
+
+    def _runs_dir(self, overrides: Mapping[str, Any] | None = None) -> Path:
+        settings = self.settings_model.model_validate({**self.overrides, **(overrides or {})})
+        return Path(os.path.expanduser(settings.runs_dir)).absolute()
+
+    def _log_of(self, handle: JobHandle) -> Path | None:
+        """The run's log: in the run's folder (named by its id) under this machine's `runs_dir`, or under the
+        one the job named, where the handle crosstrain kept beside it is this one. Never a path only the handle
+        names: handles travel, and a crafted one must not make `logs` print any file."""
+        from crosstrain.backends._supervisor import RUN_ID
+
+        if not RUN_ID.fullmatch(handle.job_id):
+            return None
+        named = (handle.ref.get("outcome") or {}).get("log")
+        for folder in [self._runs_dir() / handle.job_id, *([Path(named).parent] if isinstance(named, str) else [])]:
+            if folder.name != handle.job_id or not (folder / "output.log").is_file():
+                continue
+            if folder.parent == self._runs_dir() or _kept_beside(folder, handle):
+                return folder / "output.log"
+        return None
 
     def status(self, handle: JobHandle) -> JobStatus:
         outcome = handle.ref.get("outcome") or {}
@@ -480,14 +501,14 @@ class LocalBackend(Backend[LocalSettings, None]):
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """What the run printed, as it was streamed (the run is over when its handle exists: nothing to follow)."""
-        path = (handle.ref.get("outcome") or {}).get("log") or ""
-        if not path or not Path(path).is_file():
+        path = self._log_of(handle)
+        if path is None:
             raise Unsupported(
                 self.name,
                 [
                     Problem(
                         "logs",
-                        f"the run's log {path or '(none kept)'} is not on this machine",
+                        f"run {shown(handle.job_id)} has no log in {self._runs_dir()} on this machine",
                         "read the output the run printed, or run it again (its log goes to targets.local.runs_dir)",
                     )
                 ],
@@ -495,6 +516,15 @@ class LocalBackend(Backend[LocalSettings, None]):
         with open(path, encoding="utf-8", errors="replace") as log:
             for line in log:
                 yield line.rstrip("\n")
+
+
+def _kept_beside(folder: Path, handle: JobHandle) -> bool:
+    """Whether `folder` holds the handle crosstrain wrote beside the run's log, for the same run."""
+    try:
+        kept = JobHandle.loads(read_bounded(folder / "handle.json", "a run's handle", 1 << 20).decode())
+    except (OSError, CrosstrainError, UnicodeDecodeError):
+        return False
+    return (kept.identity, kept.job_id) == (handle.identity, handle.job_id)
 
 
 def _with_reducers() -> list[str]:
