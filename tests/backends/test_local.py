@@ -385,6 +385,42 @@ def test_the_handle_holds_the_outcome(tmp_path: Path) -> None:
     assert [r["exit_code"] for r in again.ref["outcome"]["ranks"]] == [0, 0]
 
 
+HUGE_LINE = """
+    import sys
+    chunk = "x" * 1_000_000
+    for _ in range(400):
+        sys.stdout.write(chunk)
+    print(flush=True)
+    print("after the long line", flush=True)
+"""
+
+
+def test_a_400_mb_line_keeps_the_cli_small_and_loses_only_what_the_marker_says(tmp_path: Path) -> None:
+    job = failing_job(tmp_path, HUGE_LINE)
+    measure = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True)\n"
+        "sys.stderr.buffer.write(done.stderr)\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+        "print(f'PEAK {peak} EXIT {done.returncode}', file=sys.stderr)\n"
+    )
+    command = [sys.executable, "-m", "crosstrain.cli", "run", str(job), "--local", "--emulate", "azureml"]
+    done = subprocess.run(
+        [sys.executable, "-c", measure, *command, "--set", "nodes=1", "--set", "nproc_per_node=1"],
+        capture_output=True,
+        timeout=300,
+        cwd=ROOT,
+        env=inherited_environment(os.environ),
+    )
+    peak_kib, code = map(int, re.findall(rb"PEAK (\d+) EXIT (-?\d+)", done.stderr)[0])
+    assert code == 0, done.stderr[-3000:]
+    assert peak_kib < 300 * 1024  # the CLI and the rank, whichever was larger
+    lines = [line for line in done.stderr.splitlines() if line.startswith(b"[node0]")]  # the ranks' output
+    assert lines[0] == b"[node0] " + b"x" * 65_536
+    assert f"{400_000_000 - 65_536:,} more were left out".encode() in lines[1]
+    assert lines[2:] == [b"[node0] after the long line"]
+
+
 def test_logs_read_only_the_runs_own_log_never_a_path_the_handle_names(tmp_path: Path) -> None:
     """Handles travel: one crafted to name /proc/self/environ (or any file) as its log prints nothing of it."""
     job = failing_job(tmp_path, "print('the run said this')\n")

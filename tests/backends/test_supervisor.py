@@ -34,3 +34,71 @@ def test_a_long_run_says_it_is_running_and_keeps_its_lines(tmp_path: Path, monke
     assert beats[0].endswith("1 of 1 process(es) still running")
     assert out.getvalue().splitlines() == ["[node0] start", "[node0] end"]
     assert Path(outcome.log).read_text().splitlines() == ["[node0] start", "[node0] end"]
+
+
+class Chunks(io.RawIOBase):
+    """A stream that hands out its bytes in the chunk sizes given, as a pipe does."""
+
+    def __init__(self, data: bytes, sizes: list[int]) -> None:
+        self.data, self.sizes, self.at = data, sizes, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read1(self, size: int = -1) -> bytes:
+        step = self.sizes[self.at % len(self.sizes)] if self.sizes else len(self.data)
+        chunk, self.data = self.data[: min(step, size)], self.data[min(step, size) :]
+        self.at += 1
+        return chunk
+
+
+@pytest.mark.parametrize("sizes", [[1], [3, 7], [1 << 16], [5, 1, 2, 11]])
+def test_lines_end_at_newlines_and_carriage_returns_whatever_the_chunks(sizes: list[int]) -> None:
+    data = b"one\ntwo\r\nthree\r 10%\r 50%\r100%\n\nlast"
+    assert list(_supervisor.bounded_lines(Chunks(data, sizes))) == [
+        b"one",
+        b"two",
+        b"three",
+        b" 10%",
+        b" 50%",
+        b"100%",
+        b"",
+        b"last",
+    ]
+
+
+@pytest.mark.parametrize("sizes", [[1 << 16], [7, 1000]])
+def test_a_line_past_the_limit_is_cut_and_the_marker_says_how_much(sizes: list[int]) -> None:
+    data = b"before\n" + b"x" * 10_000 + b"\nafter\n" + b"y" * 5_000
+    lines = list(_supervisor.bounded_lines(Chunks(data, sizes), limit=1_000))
+    assert lines[0] == b"before"
+    assert lines[1] == b"x" * 1_000
+    assert b"9,000 more were left out" in lines[2]
+    assert lines[3] == b"after"
+    assert lines[4] == b"y" * 1_000
+    assert b"4,000 more were left out" in lines[5]
+    assert len(lines) == 6
+
+
+def test_a_full_disk_keeps_every_line_on_the_console_and_says_where_the_log_stops(tmp_path: Path) -> None:
+    """The log files stop (a file-size limit stands in for a full disk); the console keeps every line."""
+    script = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))\n"
+        "from crosstrain.backends._supervisor import Process, supervise\n"
+        "talk = [sys.executable, '-c', 'for i in range(5000): print(\"line\", i)']\n"
+        "o = supervise([Process('node0', 0, [0], talk, {})], cwd='.', base_env={}, timeout=None, grace=1.0,"
+        f" header='run', runs_dir=__import__('pathlib').Path({str(tmp_path / 'runs')!r}))\n"
+        "print('CUT', o.log_cut, file=sys.stderr)\n"
+    )
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"[node0] line {i}" for i in range(5000)]
+    assert "stops after" in done.stderr
+    assert "every line was printed here" in done.stderr
+    kept = (next((tmp_path / "runs").iterdir()) / "output.log").read_text().split("\n")[:-1]  # whole lines
+    assert 0 < len(kept) < 5000
+    assert f"stops after {len(kept):,} line(s)" in done.stderr

@@ -46,6 +46,7 @@ RUN_MARK = "CROSSTRAIN_LOCAL_RUN"
 #: A local run's id (its folder under `runs_dir`): the only thing of a handle that says where its log is.
 RUN_ID = re.compile(r"local-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}")
 
+
 @dataclass
 class Process:
     """One process of the plan: a node's torchrun agent (`agent`), a rank, or the Databricks driver."""
@@ -88,6 +89,8 @@ class Outcome:
     ranks: tuple[RankResult, ...]
     #: The file that holds every line the run printed, prefixed and in the order streamed (`crosstrain logs`).
     log: str = ""
+    #: Where and why that file stops short of what the run printed ("": it holds every line).
+    log_cut: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +99,7 @@ class Outcome:
             "message": self.message,
             "wall_seconds": round(self.wall_seconds, 3),
             "log": self.log,
+            **({"log_cut": self.log_cut} if self.log_cut else {}),
             "ranks": [
                 {"rank": r.rank, "process": r.process, "exit_code": r.exit_code, "note": r.note} for r in self.ranks
             ],
@@ -180,8 +184,10 @@ def supervise(
             logs.close()
     wall = time.monotonic() - started
     outcome = dataclasses.replace(
-        _outcome(run_id, processes, failure, timed_out, interrupted, timeout, wall), log=logs.path
+        _outcome(run_id, processes, failure, timed_out, interrupted, timeout, wall), log=logs.path, log_cut=logs.failed
     )
+    if logs.failed:
+        _say(err, lock, f"crosstrain: {logs.failed}")
     _say(err, lock, _summary(outcome))
     if interrupted is not None:
         raise interrupted
@@ -257,7 +263,9 @@ def _watch(
 
 
 class _Logs:
-    """Where the relayed lines go: the console, and the run's log files when there is a folder for them."""
+    """Where the relayed lines go: the console, and the run's log files when there is a folder for them. When
+    the files cannot be written (a full disk), the console still gets every line and `failed` says where the
+    files stop."""
 
     def __init__(self, folder: Path | None, out: TextIO) -> None:
         self.out = out
@@ -265,30 +273,43 @@ class _Logs:
         self.files: dict[str, IO[str]] = {}
         self.all: IO[str] | None = None
         self.path = ""
+        self.lines = 0
+        self.failed = ""
         if folder is not None:
             try:
                 folder.mkdir(parents=True, exist_ok=True)
                 self.all = (folder / "output.log").open("w", encoding="utf-8")
                 self.path = str(folder / "output.log")
-            except OSError:  # no place for logs never stops a run
+            except OSError as exc:  # no place for logs never stops a run
                 self.folder = None
+                self.failed = f"no log was kept in {folder}: {exc.strerror or exc}"
 
     def write(self, process: str, line: str) -> None:
-        self.out.write(line)
-        self.out.flush()
+        with contextlib.suppress(OSError, ValueError):  # a closed terminal: the log files still get the line
+            self.out.write(line)
+            self.out.flush()
         if self.all is None or self.folder is None:
             return
-        with contextlib.suppress(OSError):
+        try:
             if process not in self.files:
                 self.files[process] = (self.folder / f"{process}.log").open("w", encoding="utf-8")
             self.all.write(line)
             self.files[process].write(line)
             self.all.flush()
+            self.lines += 1
+        except OSError as exc:
+            self.failed = (
+                f"the run's log in {self.folder} stops after {self.lines:,} line(s): {exc.strerror or exc}; "
+                "every line was printed here"
+            )
+            self.close()
+            self.folder = None
 
     def close(self) -> None:
         for handle in [*self.files.values(), *([self.all] if self.all else [])]:
             with contextlib.suppress(OSError):
                 handle.close()
+        self.files, self.all = {}, None
 
 
 def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
@@ -296,13 +317,13 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
     assert process.popen is not None
     assert process.popen.stdout is not None
     stream: IO[bytes] = process.popen.stdout
-    for raw in iter(stream.readline, b""):
+    for raw in bounded_lines(stream):
         if raw.startswith(_EVENT):
             _record_event(process, raw)
             continue
         if process.stopped:
             continue
-        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        line = raw.decode("utf-8", errors="replace")
         match = _RANK_PREFIX.match(line) if process.agent else None
         prefix = f"[{process.name} rank{match.group(1)}] " if match else f"[{process.name}] "
         text = prefix + (match.group(2) if match else line)
@@ -312,6 +333,47 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
         with lock:
             logs.write(process.name, text + "\n")
     stream.close()
+
+
+#: The longest line relayed whole: past it, the rest of the line is left out and a marker says how much.
+MAX_LINE = 64 * 1024
+_ENDS = re.compile(rb"\r\n|\r|\n")
+
+
+def bounded_lines(stream: IO[bytes], limit: int = MAX_LINE) -> Iterator[bytes]:
+    """The lines of a stream in memory bounded by `limit` whatever it sends: a longer line is cut at `limit`
+    and followed by a marker line saying how many bytes were left out. A lone `\r` ends a line as `\n` does,
+    so a progress bar shows as it goes instead of when its loop ends."""
+    pending, cut = b"", 0  # cut: bytes left out of the line being cut (0: none is)
+    read = getattr(stream, "read1", stream.read)
+    while chunk := read(1 << 16):
+        pending += chunk
+        while (end := _ENDS.search(pending)) is not None:
+            if end.group() == b"\r" and end.end() == len(pending):
+                break  # a \r at the end of what came: its \n may be in the next chunk
+            line, pending = pending[: end.start()], pending[end.end() :]
+            if cut:
+                yield _cut_marker(cut + len(line), limit)
+                cut = 0
+            elif len(line) > limit:
+                yield line[:limit]
+                yield _cut_marker(len(line) - limit, limit)
+            elif line or end.group() != b"\r":
+                yield line
+        if cut:
+            cut += len(pending)
+            pending = b""
+        elif len(pending) > limit:
+            yield pending[:limit]
+            cut, pending = len(pending) - limit, b""
+    if cut:
+        yield _cut_marker(cut + len(pending.rstrip(b"\r")), limit)
+    elif pending.rstrip(b"\r"):
+        yield pending.rstrip(b"\r")
+
+
+def _cut_marker(left_out: int, limit: int) -> bytes:
+    return f"[crosstrain: the line above was cut at {limit:,} bytes; {left_out:,} more were left out]".encode()
 
 
 def _record_event(process: Process, raw: bytes) -> None:

@@ -428,9 +428,8 @@ class LocalBackend(Backend[LocalSettings, None]):
         handle = JobHandle(
             self.name, request.identity, outcome.run_id, console_url="", ref={"outcome": outcome.to_dict()}
         )
-        if outcome.log:  # kept beside its log, for `crosstrain list`
-            with contextlib.suppress(OSError):
-                (Path(outcome.log).parent / "handle.json").write_text(handle.dumps())
+        if outcome.log:  # kept beside its log, for `crosstrain list` and `logs`
+            _keep(handle, Path(outcome.log).parent / "handle.json")
         return handle
 
     def function_result(self, job: TrainingJob, settings: LocalSettings) -> tuple[TrainingJob, str]:
@@ -516,6 +515,28 @@ class LocalBackend(Backend[LocalSettings, None]):
         with open(path, encoding="utf-8", errors="replace") as log:
             for line in log:
                 yield line.rstrip("\n")
+        cut = (handle.ref.get("outcome") or {}).get("log_cut")
+        if cut:
+            yield f"crosstrain: {cut}"
+
+
+def _keep(handle: JobHandle, path: Path) -> None:
+    """Write the handle beside the run's log, whole or not at all (a full disk leaves no empty handle.json that
+    hides the run from `list`); say so when it cannot be kept."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(handle.dumps())
+        os.replace(partial, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError, ValueError):
+            print(
+                f"crosstrain: the run's handle could not be kept in {path.parent} ({exc.strerror or exc}): "
+                "`crosstrain list` will not show this run; the handle printed here still reads it",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _kept_beside(folder: Path, handle: JobHandle) -> bool:
