@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,17 +46,22 @@ class Chunks(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def read1(self, size: int = -1) -> bytes:
-        step = self.sizes[self.at % len(self.sizes)] if self.sizes else len(self.data)
-        chunk, self.data = self.data[: min(step, size)], self.data[min(step, size) :]
+    def readinto(self, buffer: Any) -> int:
+        step = min(self.sizes[self.at % len(self.sizes)], len(buffer))
+        chunk, self.data = self.data[:step], self.data[step:]
+        buffer[: len(chunk)] = chunk
         self.at += 1
-        return chunk
+        return len(chunk)
+
+
+def piped(data: bytes, sizes: list[int]) -> io.BufferedReader:
+    return io.BufferedReader(Chunks(data, sizes))
 
 
 @pytest.mark.parametrize("sizes", [[1], [3, 7], [1 << 16], [5, 1, 2, 11]])
 def test_lines_end_at_newlines_and_carriage_returns_whatever_the_chunks(sizes: list[int]) -> None:
     data = b"one\ntwo\r\nthree\r 10%\r 50%\r100%\n\nlast"
-    assert list(_supervisor.bounded_lines(Chunks(data, sizes))) == [
+    assert list(_supervisor.bounded_lines(piped(data, sizes))) == [
         b"one",
         b"two",
         b"three",
@@ -70,7 +76,7 @@ def test_lines_end_at_newlines_and_carriage_returns_whatever_the_chunks(sizes: l
 @pytest.mark.parametrize("sizes", [[1 << 16], [7, 1000]])
 def test_a_line_past_the_limit_is_cut_and_the_marker_says_how_much(sizes: list[int]) -> None:
     data = b"before\n" + b"x" * 10_000 + b"\nafter\n" + b"y" * 5_000
-    lines = list(_supervisor.bounded_lines(Chunks(data, sizes), limit=1_000))
+    lines = list(_supervisor.bounded_lines(piped(data, sizes), limit=1_000))
     assert lines[0] == b"before"
     assert lines[1] == b"x" * 1_000
     assert b"9,000 more were left out" in lines[2]
