@@ -14,11 +14,13 @@ Creates and polls are retried differently:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import tenacity
 
@@ -160,3 +162,28 @@ class RetryPolicy:
                 "it on the platform before submitting with a new run id",
                 job_may_exist=True,
             ) from error
+
+
+def within(fn: Callable[[], T], seconds: float, expired: Callable[[], BaseException]) -> T:
+    """`fn()`, or `expired()` raised once `seconds` have passed. A socket timeout bounds each read, not an
+    answer that comes a byte at a time; a caller's deadline must hold anyway. The call goes on in a daemon
+    thread and its answer is dropped."""
+    outcome: list[tuple[bool, Any]] = []
+    done = threading.Event()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            outcome.append((True, context.run(fn)))
+        except BaseException as error:
+            outcome.append((False, error))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="crosstrain-call", daemon=True).start()
+    if not done.wait(max(seconds, 0.0)):
+        raise expired()
+    answered, value = outcome[0]
+    if answered:
+        return cast(T, value)
+    raise value

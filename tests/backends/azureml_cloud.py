@@ -45,7 +45,15 @@ from azure.core.rest._requests_basic import RestRequestsTransportResponse
 from crosstrain.backends.azureml.backend import AzureMLBackend
 from crosstrain.backends.azureml.settings import API_VERSION
 from crosstrain.backends.base import Backend
-from crosstrain.backends.loopback import Call, Dropped, LoopbackPlatform, LoopbackService, Reply, serving
+from crosstrain.backends.loopback import (
+    TRICKLED_BYTES,
+    Call,
+    Dropped,
+    LoopbackPlatform,
+    LoopbackService,
+    Reply,
+    serving,
+)
 from crosstrain.records import JobHandle
 from crosstrain.retry import RetryPolicy
 
@@ -413,6 +421,10 @@ class AzureMLTransport(HttpTransport[Any, Any]):
         except Dropped:
             record.outcome = "dropped"
             raise ServiceResponseError("the connection closed with no answer (injected)") from None
+        if reply.pace:  # each byte in time for a read timeout, the whole never: then the connection closes
+            time.sleep(reply.pace * TRICKLED_BYTES)
+            record.outcome = "trickled"
+            raise ServiceResponseError("the connection closed partway through a trickled answer (injected)")
         if timeout is not None and time.monotonic() - started > float(timeout):
             record.outcome = "timed out"
             raise ServiceResponseError(f"read timed out after {timeout}s (injected slowness)")
@@ -441,7 +453,7 @@ def _response(request: Any, status: int, payload: Any, headers: dict[str, str] |
     raw.status_code = status
     raw.headers["Content-Type"] = "application/json"
     raw.headers.update(headers or {})
-    raw._content = json.dumps(payload if payload is not None else {}).encode()
+    raw._content = payload if isinstance(payload, bytes) else json.dumps({} if payload is None else payload).encode()
     raw.raw = io.BytesIO(raw._content)
     response = _REST_RESPONSE(request=request, internal_response=raw)
     response._content, response._is_closed = raw._content, True

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crosstrain.adaptors import require
-from crosstrain.adaptors.http import error_for_status
+from crosstrain.adaptors.http import error_for_status, unreadable, unreadable_answer
 from crosstrain.errors import SubmitError, TransientError
 
 if TYPE_CHECKING:
@@ -100,6 +100,8 @@ def translate(error: BaseException, what: str) -> BaseException:
         if _credential_unavailable(error):
             return SubmitError(f"{what}: no Azure credential is available ({_first_line(error)}). Fix: {LOGIN_FIX}")
         return SubmitError(f"{what}: Azure refused the credentials: {_first_line(error)}. Fix: {LOGIN_FIX}")
+    if isinstance(error, exceptions.DecodeError) or unreadable_answer(error, ("azure",)):  # an empty or cut answer
+        return unreadable(error, what)
     if isinstance(error, exceptions.IncompleteReadError):  # an answer came and was cut short: it may have worked
         return TransientError(f"{what}: the answer was cut short: {error}", accepted=None)
     if isinstance(error, exceptions.ServiceRequestError):  # azure-core: the request was never sent

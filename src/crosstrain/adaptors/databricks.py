@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crosstrain.adaptors import require
-from crosstrain.adaptors.http import connection_error, error_for_status
+from crosstrain.adaptors.http import connection_error, error_for_status, unreadable, unreadable_answer
 from crosstrain.errors import SubmitError, TransientError
 
 if TYPE_CHECKING:
@@ -159,6 +159,8 @@ def translate(error: BaseException, what: str) -> SubmitError | None:
         return connection_error(error, f"databricks: {what}")
     if isinstance(error, TimeoutError):
         return TransientError(f"databricks: {what}: {error}", accepted=None)
+    if unreadable_answer(error, ("databricks",)):
+        return unreadable(error, f"databricks: {what}")
     return None
 
 

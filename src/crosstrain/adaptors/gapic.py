@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.adaptors import require
-from crosstrain.adaptors.http import connection_error, error_for_status
+from crosstrain.adaptors.http import connection_error, error_for_status, unreadable, unreadable_answer
 from crosstrain.errors import SubmitError, TransientError
 
 if TYPE_CHECKING:
@@ -115,6 +115,8 @@ def translate(error: BaseException, what: str) -> SubmitError | None:
 
     if isinstance(error, requests.ConnectionError | requests.Timeout | requests.exceptions.ChunkedEncodingError):
         return connection_error(error, what)
+    if unreadable_answer(error, ("google", "proto")):
+        return unreadable(error, what)
     return None
 
 

@@ -70,3 +70,23 @@ def connection_error(error: BaseException, what: str) -> TransientError:
     if never_sent(error):
         return TransientError(f"{what}: could not connect: {error}", accepted=False)
     return TransientError(f"{what}: no answer: {error}", accepted=None)
+
+
+def unreadable_answer(error: BaseException, libraries: tuple[str, ...]) -> bool:
+    """Whether `error` is a library failing to read an answer (empty, cut short, not the JSON it expects): a
+    ValueError (bad JSON, a protobuf parse) or a KeyError (a field the answer lacks) raised inside one of
+    `libraries` or the JSON decoder, not in crosstrain's own code."""
+    if not isinstance(error, ValueError | KeyError) and type(error).__name__ != "ParseError":
+        return False
+    frames = []
+    trace = error.__traceback__
+    while trace is not None:
+        frames.append(str(trace.tb_frame.f_globals.get("__name__", "")))
+        trace = trace.tb_next
+    return any(name.split(".")[0] in (*libraries, "json", "requests") for name in frames[1:])
+
+
+def unreadable(error: BaseException, what: str) -> TransientError:
+    """An answer that could not be read: whether the call took effect is unknown (a create: look first)."""
+    detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return TransientError(f"{what}: an answer that could not be read ({detail[:200]})", accepted=None)

@@ -642,8 +642,23 @@ class Backend(ABC, Generic[S, P]):
         `WaitTimeout` after `timeout`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = poll_interval
+
+        def read() -> JobStatus:
+            return self.retry.poll(lambda: self.status(handle))
+
+        def unanswered() -> WaitTimeout:
+            return WaitTimeout(
+                f"job {handle.identity}: {self.name} gave no whole answer to a status read within the {timeout:g}s "
+                "given, so its state is unknown"
+            )
+
         while True:
-            status = self.retry.poll(lambda: self.status(handle))
+            if deadline is None:
+                status = read()
+            else:  # a deadline that holds against a server that answers a byte at a time
+                from crosstrain.retry import within
+
+                status = within(read, deadline - time.monotonic(), unanswered)
             if progress is not None:
                 progress(status)
             if status.state.terminal:

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from crosstrain import catalog, packaging
 from crosstrain.backends.base import Backend, Capabilities, Ids
-from crosstrain.backends.loopback import Call, Dropped, LoopbackService, Reply
+from crosstrain.backends.loopback import TRICKLED_BYTES, Call, Dropped, LoopbackService, Reply
 from crosstrain.errors import Problem, SubmitError, TransientError
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.secrets import SECRET_STORES
@@ -205,7 +205,7 @@ class FakeBackend(Backend[FakeSettings, None]):
 
     def _call(self, method: str, url: str, body: Any = None, *, missing_ok: bool = False) -> Reply | None:
         """One call to the cloud, its failures as crosstrain's three kinds; None for a missing job if asked."""
-        from crosstrain.adaptors.http import error_for_status
+        from crosstrain.adaptors.http import error_for_status, unreadable
 
         try:
             reply = self.cloud.dispatch(Call(method, unquote(urlparse(url).path), body=body))
@@ -213,12 +213,17 @@ class FakeBackend(Backend[FakeSettings, None]):
             raise SubmitError(f"{method} {url}: the fake cloud's store failed: {exc.strerror or exc}") from None
         except Dropped:
             raise TransientError(f"{method} {url}: the connection closed with no answer", accepted=None) from None
+        if reply.pace:  # an answer that trickles in: the fake cloud has no socket, so it stands for the wait
+            time.sleep(reply.pace * TRICKLED_BYTES)
+            raise TransientError(f"{method} {url}: the connection closed partway through the answer", accepted=None)
         if reply.status == 404 and missing_ok:
             return None
         message = f"{reply.status} from {method} {url}: {reply.body}"
         error = error_for_status(reply.status, message, reply.headers.get("Retry-After"))
         if error is not None:
             raise error
+        if not isinstance(reply.body, dict):  # the cloud's answers are JSON objects: an empty or cut one is not
+            raise unreadable(ValueError(f"not a JSON object: {reply.body!r:.80}"), f"{method} {url}")
         return reply
 
     def _record(self, method: str, url: str, body: Any = None) -> Reply:

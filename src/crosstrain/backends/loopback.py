@@ -12,13 +12,18 @@ the same thing on every platform, so a fix to how a fault is played lands once:
 * "slow": the call takes effect, the answer comes after `slow_seconds` (a client with a shorter timeout
   gives up and resends);
 * "late": 504 at once, and the call takes effect `late_seconds` later (a service that creates the job after
-  telling the client it timed out).
+  telling the client it timed out);
+* "empty": the call takes effect, the answer is a 200 with no body;
+* "garbled": the call takes effect, the answer is a 200 whose JSON is cut short;
+* "trickle": the call takes effect, the answer comes one byte every `trickle_seconds` (each read of the
+  client's socket gets a byte in time, so only a deadline on the whole call ends it).
 
 `LoopbackPlatform` is what the send-side conformance suite drives: a running fake plus the backend wired to it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -35,7 +40,9 @@ if TYPE_CHECKING:
     from crosstrain.backends.base import Backend
     from crosstrain.records import JobHandle
 
-FAULTS = ("refuse", "rate-limit", "error", "invalid", "drop", "slow", "late")
+#: How much of a trickled answer is sent before the connection closes (the rest never comes).
+TRICKLED_BYTES = 60
+FAULTS = ("refuse", "rate-limit", "error", "invalid", "drop", "slow", "late", "empty", "garbled", "trickle")
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,8 @@ class Reply:
     status: int
     body: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: Seconds between the bytes of the answer (0: all at once).
+    pace: float = 0.0
 
 
 class Dropped(Exception):
@@ -64,12 +73,19 @@ class Dropped(Exception):
 class LoopbackService(ABC):
     """A platform's server side. Subclasses implement `operation` and `answer`; `dispatch` plays the faults."""
 
-    def __init__(self, *, slow_seconds: float = 2.0, late_seconds: float | Callable[[], float] = 3.0) -> None:
+    def __init__(
+        self,
+        *,
+        slow_seconds: float = 2.0,
+        late_seconds: float | Callable[[], float] = 3.0,
+        trickle_seconds: float = 0.5,
+    ) -> None:
         self.lock = threading.RLock()
         self.faults: dict[str, deque[str]] = {}
         self.received: list[Call] = []
         self.played: Counter[str] = Counter()  # faults played, by kind
         self.slow_seconds = slow_seconds
+        self.trickle_seconds = trickle_seconds
         self.late_seconds = late_seconds
         self.late: list[threading.Timer] = []
 
@@ -120,6 +136,13 @@ class LoopbackService(ABC):
             raise Dropped(operation)
         if fault == "slow":
             time.sleep(self.slow_seconds)
+        as_json = {"Content-Type": "application/json"}
+        if fault == "empty":
+            return Reply(200, b"", as_json)
+        if fault == "garbled":
+            return Reply(200, json.dumps(reply.body).encode()[:-2] if reply.body is not None else b"{", as_json)
+        if fault == "trickle":
+            return dataclasses.replace(reply, pace=self.trickle_seconds)
         return reply
 
     def _answer(self, call: Call) -> Reply:
@@ -158,13 +181,21 @@ class _Handler(BaseHTTPRequestHandler):
         data = reply.body if raw_reply else json.dumps(reply.body).encode() if reply.body is not None else b""
         try:
             self.send_response(reply.status)
-            self.send_header("Content-Type", "application/octet-stream" if raw_reply else "application/json")
+            if "Content-Type" not in reply.headers:
+                self.send_header("Content-Type", "application/octet-stream" if raw_reply else "application/json")
             if "Content-Length" not in reply.headers:  # a HEAD may say the size of what a GET would send
                 self.send_header("Content-Length", str(len(data)))
             for key, value in reply.headers.items():
                 self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(data)
+            if reply.pace:  # a byte at a time, then a hang-up: a client without a deadline waits it out
+                for byte in data[:TRICKLED_BYTES]:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(reply.pace)
+                self.close_connection = True
+            else:
+                self.wfile.write(data)
         except OSError:  # after "slow" the client may have given up, as intended
             self.close_connection = True
 

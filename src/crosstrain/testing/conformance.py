@@ -26,6 +26,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -33,7 +34,7 @@ import pytest
 
 from crosstrain.backends.base import Backend
 from crosstrain.backends.loopback import LoopbackPlatform
-from crosstrain.errors import IdentityConflict, JobFailed, SpecError, Unsupported
+from crosstrain.errors import IdentityConflict, JobFailed, SpecError, SubmitError, Unsupported, WaitTimeout
 from crosstrain.loader import job_from_dict
 from crosstrain.records import JobHandle, JobState, Request
 from crosstrain.registry import create_backend
@@ -336,6 +337,46 @@ class SendConformance:
         _, handle = self.submit(platform)
         platform.inject("poll", "error")
         assert platform.backend().wait(handle, poll_interval=0.01).state is JobState.SUCCEEDED
+
+    @pytest.mark.parametrize("fault", ["empty", "garbled"])
+    def test_a_malformed_answer_to_create_is_an_unknown_outcome(self, platform: LoopbackPlatform, fault: str) -> None:
+        """The create took effect and its answer cannot be read: the job is adopted, or the error says it may
+        exist and submitting again adopts it; never a crash, never a second job."""
+        if not self.create_faults:
+            pytest.skip(f"the {self.target} platform has no server to answer")
+        platform.inject("create", fault)
+        backend = platform.backend()
+        request = backend.render(self.job(), dict(platform.settings))
+        failed: SubmitError | None = None
+        try:
+            handle = backend.send(request)
+        except SubmitError as error:
+            failed = error
+        if failed is not None:
+            assert failed.job_may_exist, failed
+            platform.settle()
+            handle = backend.send(request)
+        self.assert_one_job(platform, request, handle)
+
+    @pytest.mark.parametrize("fault", ["empty", "garbled"])
+    def test_a_malformed_answer_to_a_poll_is_retried(self, platform: LoopbackPlatform, fault: str) -> None:
+        if not self.create_faults:
+            pytest.skip(f"the {self.target} platform has no server to answer")
+        _, handle = self.submit(platform)
+        platform.inject("poll", fault)
+        assert platform.backend().wait(handle, poll_interval=0.01).state is JobState.SUCCEEDED
+
+    def test_wait_keeps_its_deadline_against_a_server_that_trickles(self, platform: LoopbackPlatform) -> None:
+        """A server that answers a byte at a time defeats every socket timeout; `wait --timeout` still holds."""
+        if not self.create_faults:
+            pytest.skip(f"the {self.target} platform has no server to answer")
+        _, handle = self.submit(platform)
+        for _ in range(3):
+            platform.inject("poll", "trickle")
+        started = time.monotonic()
+        with pytest.raises(WaitTimeout):
+            platform.backend().wait(handle, timeout=2.0, poll_interval=0.01)
+        assert time.monotonic() - started < 4.0
 
     def test_two_concurrent_submits_of_one_spec_converge_to_one_job(self, platform: LoopbackPlatform) -> None:
         if not self.adopts:

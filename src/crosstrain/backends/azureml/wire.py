@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from crosstrain import data, packaging
 from crosstrain.adaptors import azure
+from crosstrain.adaptors.http import unreadable
 from crosstrain.backends.azureml.settings import (
     _ARM_ENVIRONMENT,
     _LABELLED_ENVIRONMENT,
@@ -259,11 +260,15 @@ def _send(pipeline: Any, call: HttpCall, *, missing_ok: bool = False) -> tuple[i
     if response.status_code == 404 and missing_ok:
         return None
     azure.raise_for_status(response, what)
+    if response.status_code in (202, 204) and not response.content:  # accepted, with nothing to say
+        return int(response.status_code), {}
     try:
         body = response.json()
-    except ValueError:
-        body = {}
-    return int(response.status_code), body if isinstance(body, dict) else {}
+    except ValueError as error:
+        raise unreadable(error, what) from None
+    if not isinstance(body, dict):
+        raise unreadable(ValueError(f"not a JSON object: {str(body)[:80]}"), what)
+    return int(response.status_code), body
 
 
 def _is_blob_upload(call: HttpCall) -> bool:
