@@ -56,6 +56,7 @@ OPERATIONS = (
     ("/workspace/mkdirs", "mkdirs"),
     ("/workspace/import", "import"),
     ("/workspace/get-status", "get-status"),
+    ("/workspace/export", "export"),
 )
 #: Files API prefix -> operation name (the file's path follows the prefix).
 FILES_API = (("/api/2.0/fs/directories/", "fs-mkdirs"), ("/api/2.0/fs/files/", "fs-put"))
@@ -156,6 +157,11 @@ class DatabricksWorkspace(LoopbackService):
             if path in self.folders:
                 return Reply(200, {"path": path, "object_type": "DIRECTORY"})
             return self.error(404, f"Path ({path}) doesn't exist.")
+        if operation == "export":  # direct_download: the file's bytes
+            path = call.query.get("path", "")
+            if path not in self.files:
+                return self.error(404, f"Path ({path}) doesn't exist.")
+            return Reply(200, self.files[path])
         if operation == "fs-mkdirs":
             self.folders.add(call.path.removeprefix("/api/2.0/fs/directories"))
             return Reply(200, None)

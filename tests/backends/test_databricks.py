@@ -623,8 +623,28 @@ def test_a_code_job_uploads_its_bundle_once_and_the_archive_holds_exactly_its_fi
     again = platform.backend()
     again.send(again.render(load_job(tmp_path / "job.yaml"), platform.settings))
     after = [(c.method, c.path) for c in platform.workspace.received[before:] if c.path.startswith("/api/2.0/")]
-    assert after == [("GET", "/api/2.0/workspace/get-status")] * 2, "a re-submit uploads nothing"
+    read_back = [("GET", "/api/2.0/workspace/get-status"), ("GET", "/api/2.0/workspace/export")]
+    assert after == read_back * 2, "a re-submit uploads nothing: it reads each object back"
     assert platform.workspace.files == files
+
+
+@pytest.mark.parametrize("where", ["workspace", "volume"])
+def test_an_uploaded_object_that_was_truncated_or_replaced_is_uploaded_again(
+    platform: DatabricksPlatform, tmp_path: Path, where: str
+) -> None:
+    """Its name is its content's digest, but a name is no proof: the archive cut short and the launcher replaced
+    by other bytes of the same size are both uploaded again, not run."""
+    job = load_job(_project(tmp_path))
+    settings = {**platform.settings, **({"volume": "/Volumes/main/ml/code"} if where == "volume" else {})}
+    backend = platform.backend()
+    backend.send(backend.render(job, settings))
+    made = dict(platform.workspace.files)
+    archive = next(path for path in made if path.endswith(".tar.gz"))
+    launcher = next(path for path in made if path.endswith("crosstrain_task.py"))
+    platform.workspace.files[archive] = made[archive][:100]
+    platform.workspace.files[launcher] = b"#" * len(made[launcher])
+    backend.send(backend.render(job, settings))
+    assert platform.workspace.files == made
 
 
 def test_a_volume_takes_the_archive_through_the_files_api(platform: DatabricksPlatform, tmp_path: Path) -> None:
@@ -644,7 +664,12 @@ def test_a_volume_takes_the_archive_through_the_files_api(platform: DatabricksPl
     before = len(platform.workspace.received)
     backend.send(request)
     after = [(c.method, c.path) for c in platform.workspace.received[before:] if c.path.startswith("/api/2.0/")]
-    assert after == [("HEAD", f"/api/2.0/fs/files{archive}"), ("GET", "/api/2.0/workspace/get-status")]
+    assert after == [
+        ("HEAD", f"/api/2.0/fs/files{archive}"),
+        ("GET", f"/api/2.0/fs/files{archive}"),
+        ("GET", "/api/2.0/workspace/get-status"),
+        ("GET", "/api/2.0/workspace/export"),
+    ]
 
 
 def test_a_bundle_in_the_workspace_is_uploaded_again_to_a_new_volume(

@@ -192,5 +192,11 @@ def test_code_is_uploaded_once_by_its_digest_and_unpacks_to_the_folder(tmp_path:
         prefix = "crosstrain_code-1.0/crosstrain_code/src/"
         shipped = {m.name.removeprefix(prefix) for m in tar.getmembers() if m.name.startswith(prefix)}
     assert shipped == {"train.py", "pkg/util.py", ".crosstrainignore"}
+    whole = archive.read_bytes()
+    archive.write_bytes(whole[:100])  # cut short: its name still says which bundle, its bytes do not
+    third = FakeBackend()
+    assert third.submit(job, settings) == handle
+    assert third.uploads == 1
+    assert archive.read_bytes() == whole
     (src / "train.py").write_text("print(2)\n")
     assert FakeBackend().submit(job, settings).identity != handle.identity  # new code, new job

@@ -405,6 +405,33 @@ def test_vertex_uploads_once_and_a_resubmit_uploads_nothing(tmp_path: Path, emul
         assert (second.job_id, second.adopted) == (first.job_id, True)
 
 
+def test_an_uploaded_archive_that_was_truncated_is_uploaded_again(tmp_path: Path, emulator: str) -> None:
+    """Its name and metadata say which bundle; Cloud Storage keeps both when the object is cut short or
+    replaced: the size and md5 are checked too, and a bad copy is uploaded again, not run."""
+    path = write_job(tmp_path)
+    with VertexPlatform() as vertex:
+        session = RecordingSession()
+
+        def backend() -> VertexBackend:
+            return VertexBackend(
+                client_factory=vertex.client,
+                storage_client=storage_factory(emulator, session),
+                retry=vertex.retry_policy(),
+                environ={},
+            )
+
+        request = backend().render(load_job(path), dict(vertex.settings))
+        assert request.code is not None
+        backend().send(request)
+        blob = download(emulator, request)
+        whole = blob.download_as_bytes()
+        blob.upload_from_string(whole[:100], content_type="application/gzip")  # the metadata stays
+        assert download(emulator, request).metadata == {"crosstrain-sha256": request.code.digest}
+        backend().send(request)
+        assert len(session.uploads()) == 2
+        assert download(emulator, request).download_as_bytes() == whole
+
+
 def test_aiplatform_uploads_through_the_default_client_and_the_emulator_host(
     tmp_path: Path, emulator: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,8 +10,11 @@ raise them). Nothing here imports a Google package at import time.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from crosstrain.adaptors import gapic, require
 
@@ -39,11 +42,38 @@ def client(project: str | None, *, extra: str) -> Client:
     return made
 
 
-def exists(client: Client, bucket: str, name: str, digest: str, *, timeout: float) -> bool:
-    """Whether gs://bucket/name already holds the bundle with this digest."""
+def holds(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: float) -> bool:
+    """Whether gs://bucket/name holds the bundle's archive, byte for byte: its name and metadata say which
+    bundle, but Cloud Storage keeps both when the object is truncated or replaced, so its size and the md5
+    the service computed must be the archive's too."""
     with gapic.calling(f"look for gs://{bucket}/{name}"):
         blob = client.bucket(bucket).get_blob(name, timeout=timeout, retry=None)
-    return blob is not None and (blob.metadata or {}).get(DIGEST_KEY) == digest
+    if blob is None or (blob.metadata or {}).get(DIGEST_KEY) != bundle.digest:
+        return False
+    size, md5 = archive_sums(bundle)
+    return bool(blob.size == size and blob.md5_hash == md5)
+
+
+class _Summing(io.RawIOBase):
+    """A sink that keeps only the size and md5 of what is written to it."""
+
+    def __init__(self) -> None:
+        self.size, self.md5 = 0, hashlib.md5(usedforsecurity=False)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.md5.update(data)
+        self.size += len(data)
+        return len(data)
+
+
+def archive_sums(bundle: Bundle) -> tuple[int, str]:
+    """The size of the bundle's archive and its md5 as Cloud Storage reports it (base64), without keeping it."""
+    sink = _Summing()
+    bundle.write_archive(cast(IO[bytes], sink))
+    return sink.size, base64.b64encode(sink.md5.digest()).decode()
 
 
 def upload(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: float) -> None:
@@ -62,7 +92,7 @@ def upload(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: f
 
 def ship(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: float) -> bool:
     """Upload the bundle unless it is already there; True when it was uploaded."""
-    if exists(client, bucket, name, bundle.digest, timeout=timeout):
+    if holds(client, bucket, name, bundle, timeout=timeout):
         return False
     upload(client, bucket, name, bundle, timeout=timeout)
     return True

@@ -658,7 +658,7 @@ class Backend(ABC, Generic[S, P]):
             else:  # a deadline that holds against a server that answers a byte at a time
                 from crosstrain.retry import within
 
-                status = within(read, deadline - time.monotonic(), unanswered)
+                status = within(read, max(deadline - time.monotonic(), _LAST_READ_S), unanswered)
             if progress is not None:
                 progress(status)
             if status.state.terminal:
@@ -701,6 +701,10 @@ LOST_RESULT = (
 )
 #: The largest function result crosstrain reads back into memory.
 MAX_RESULT_BYTES = 1024**3
+
+
+#: How long a status read may take once a wait's deadline has passed: `wait(timeout=0)` reads the state once.
+_LAST_READ_S = 1.0
 
 
 def read_bounded(path: Path, what: str, limit: int = MAX_RESULT_BYTES) -> bytes:

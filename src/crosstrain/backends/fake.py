@@ -10,6 +10,9 @@ every platform fake: `cloud.inject("create", "drop")` and so on.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import io
 import json
 import os
 import time
@@ -262,16 +265,21 @@ class FakeBackend(Backend[FakeSettings, None]):
         )
 
     def _upload(self, code: packaging.CodeRef, url: str) -> None:
-        """The archive at its content address, written once: a folder uploaded before is not sent again."""
+        """The archive at its content address, written once: a folder uploaded before is not sent again, unless
+        what is there is not its archive (cut short or replaced: a name is no proof)."""
         path = Path(unquote(urlparse(url).path))
-        if path.is_file():
-            return
-        made = packaging.check_unchanged(code)
+        archive = io.BytesIO()
+        packaging.check_unchanged(code).write_archive(archive)
+        with contextlib.suppress(OSError):
+            if (
+                path.is_file()
+                and hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(archive.getvalue()).digest()
+            ):
+                return
         partial = path.with_name(f".{path.name}.{os.getpid()}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with partial.open("wb") as out:
-                made.write_archive(out)
+            partial.write_bytes(archive.getvalue())
             os.replace(partial, path)
         except OSError as exc:
             raise SubmitError(f"uploading {url}: the fake cloud's store failed: {exc.strerror or exc}") from None

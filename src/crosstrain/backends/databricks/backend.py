@@ -554,6 +554,33 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         except uploads.UploadRefused as refused:
             raise SpecError([refused.problem]) from None
 
+    def _holds(self, w: WorkspaceClient, path: str, expected: bytes, volume: bool) -> bool:
+        """Whether `path` holds `expected`, byte for byte. Its name is its content's digest, but a name is no
+        proof: a truncated or replaced object is uploaded again, never run. The size first, then what is read
+        back (at most one byte more than expected)."""
+        from crosstrain.adaptors import databricks as adaptor
+
+        if volume:
+            meta = self._safe_call(partial(adaptor.found_or_none, partial(w.files.get_metadata, path)), f"fs {path}")
+            if meta is None or int(meta.content_length or 0) != len(expected):
+                return False
+
+            def read() -> bytes:
+                return WorkspaceFiles(w, lambda fn, what: fn(), dbfs=False).chunk(path, 0, len(expected) + 1)
+        else:
+            info = self._safe_call(
+                partial(adaptor.found_or_none, partial(w.workspace.get_status, path)), f"workspace/get-status {path}"
+            )
+            if info is None or (info.size is not None and int(info.size) != len(expected)):
+                return False
+
+            def read() -> bytes:
+                export = adaptor.workspace().ExportFormat.AUTO
+                return bytes(w.workspace.download(path, format=export).read(len(expected) + 1))
+
+        held = self._safe_call(read, f"read back {path}")
+        return hashlib.sha256(held).digest() == hashlib.sha256(expected).digest()
+
     def _read_run(self, w: WorkspaceClient, run_id: int) -> Run:
         return self._safe_call(partial(w.jobs.get_run, run_id), f"runs/get {run_id}")
 
@@ -573,14 +600,17 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         skip = False
         for call in uploads_:
             body, url = call.body, call.url
-            if call.method == "GET":  # get-status: the content address is there -> skip its uploads
-                path = _query_path(url)
-                found = partial(adaptor.exists, partial(w.workspace.get_status, path))
-                skip = self._safe_call(found, f"workspace/get-status {path}")
-            elif call.method == "HEAD":  # the same on a volume (Files API)
-                path = _files_path(url, "/api/2.0/fs/files")
-                found = partial(adaptor.exists, partial(w.files.get_metadata, path))
-                skip = self._safe_call(found, f"fs/files HEAD {path}")
+            if call.method in ("GET", "HEAD"):  # the content address holds the content -> skip its uploads
+                volume = call.method == "HEAD"  # a volume (Files API), else workspace files
+                path = _files_path(url, "/api/2.0/fs/files") if volume else _query_path(url)
+                writes = next((c for c in uploads_ if isinstance(c.body, dict) and c.body.get("path") == path), None)
+                content = writes.body.get("content") if writes is not None else None
+                if isinstance(content, dict):  # named by its content: reused only where it holds that content
+                    skip = self._holds(w, path, _content(content, bundle), volume)
+                else:  # a run's own file (named by the run): there, it is the run's, never overwritten
+                    skip = self._safe_call(
+                        partial(adaptor.exists, partial(w.workspace.get_status, path)), f"workspace/get-status {path}"
+                    )
             elif skip:
                 continue
             elif url.endswith("/workspace/mkdirs"):
