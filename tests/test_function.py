@@ -3,6 +3,7 @@ and a rank that raises comes back as that rank's traceback."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,22 @@ def test_submitting_a_function_whose_result_would_be_lost_is_refused_before_anyt
     with pytest.raises(SpecError) as refused:  # Vertex keeps what a node writes only under a gs:// output_dir
         crosstrain.submit_function(all_reduce_ranks, job, "vertex", args=(1.0,), **settings)
     assert [p.path for p in refused.value.problems] == ["output_dir"]
+
+
+def test_a_result_is_unpickled_only_from_a_handle_crosstrain_sealed_here(tmp_path: Path) -> None:
+    """Unpickling runs code: a handle edited to name another result (or crafted, or made elsewhere) reads it
+    only when the caller says it trusts it."""
+    runs = str(tmp_path / "runs")
+    handle = crosstrain.submit_function(all_reduce_ranks, JOB, "local", args=(2.0,), runs_dir=runs)
+    assert handle.result_seal
+    planted = tmp_path / "planted" / "result.pkl"
+    planted.parent.mkdir()
+    planted.write_bytes(Path(handle.result_at).read_bytes())
+    moved = json.loads(handle.dumps())
+    moved["result_at"] = str(planted)
+    for text in (json.dumps(moved), json.dumps({k: v for k, v in moved.items() if k != "result_seal"})):
+        crafted = crosstrain.JobHandle.loads(text)
+        with pytest.raises(SpecError, match="runs any code it holds") as refused:
+            crafted.result()
+        assert refused.value.problems[0].fix.endswith("handle.result(trust=True)")
+        assert crafted.result(trust=True) == {"sum": 20.0, "world": 4.0}

@@ -175,6 +175,9 @@ class JobHandle:
     origin: Backend[Any, Any] | None = field(default=None, compare=False, repr=False)
     #: Where a function job's result is left (`result()`); empty for a command's job.
     result_at: str = ""
+    #: crosstrain's seal on `result_at`, for this user on this machine (`crosstrain.seal`): whether `result()`
+    #: may unpickle what is there without being told the handle is trusted.
+    result_seal: str = field(default="", compare=False)
 
     def dumps(self) -> str:
         data = {
@@ -184,6 +187,7 @@ class JobHandle:
             "console_url": self.console_url,
             "ref": dict(self.ref),
             **({"result_at": self.result_at} if self.result_at else {}),
+            **({"result_seal": self.result_seal} if self.result_seal else {}),
         }
         return json.dumps(data, separators=(",", ":"), sort_keys=True)
 
@@ -217,7 +221,7 @@ class JobHandle:
         if not isinstance(data, dict):
             kind = "null" if data is None else type(data).__name__
             raise bad("handle", f"a handle is a JSON object, not {kind}: {untrusted.excerpt(text.strip())}")
-        optional = ("console_url", "result_at")
+        optional = ("console_url", "result_at", "result_seal")
         for key, limit in (("target", 64), ("identity", 1024), ("job_id", 1024), *((key, 4096) for key in optional)):
             if key not in data:
                 if key in optional:
@@ -255,16 +259,31 @@ class JobHandle:
             data.get("console_url", ""),
             ref or {},
             result_at=data.get("result_at", ""),
+            result_seal=data.get("result_seal", ""),
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled without its origin (a backend holds clients and locks): as a loaded handle."""
         fields = (self.target, self.identity, self.job_id, self.console_url, dict(self.ref), self.adopted)
-        return (JobHandle, (*fields, None, self.result_at))
+        return (JobHandle, (*fields, None, self.result_at, self.result_seal))
 
     def of(self, request: Request) -> JobHandle:
-        """This handle, told where the request's function job leaves its result."""
-        return dataclasses.replace(self, result_at=request.result_at) if request.result_at else self
+        """This handle, told where the request's function job leaves its result (sealed: made here)."""
+        if not request.result_at:
+            return self
+        from crosstrain.seal import seal
+
+        mark = seal(*self._sealed(request.result_at))
+        return dataclasses.replace(self, result_at=request.result_at, result_seal=mark)
+
+    def _sealed(self, result_at: str) -> tuple[str, ...]:
+        return (self.target, self.identity, self.job_id, result_at)
+
+    def _trusted(self) -> bool:
+        """Whether crosstrain sealed this handle's result location for this user (on this machine)."""
+        from crosstrain.seal import verifies
+
+        return verifies(self.result_seal, *self._sealed(self.result_at))
 
     def _backend(self, settings: Mapping[str, Any]) -> Backend[Any, Any]:
         """The origin backend, or a new one configured with `settings` (e.g. `host="https://..."`: what this
@@ -317,11 +336,13 @@ class JobHandle:
         backend = self._backend(settings)
         return backend.logs(self, follow=True) if follow else backend.logs(self)
 
-    def result(self, timeout: float | None = None, **settings: Any) -> Any:
+    def result(self, timeout: float | None = None, *, trust: bool = False, **settings: Any) -> Any:
         """What a function job's rank 0 returned (`crosstrain.submit_function`), once the job has succeeded:
         waits for it (up to `timeout`), then reads it back where the platform lets crosstrain read it (this
         machine, Cloud Storage, a Databricks volume or DBFS). Elsewhere `Unsupported` says where it is; a job that
-        failed raises `JobFailed` (`FunctionFailed`, with the rank and its traceback, where that is readable)."""
+        failed raises `JobFailed` (`FunctionFailed`, with the rank and its traceback, where that is readable).
+        The result is unpickled, which runs any code it holds: a handle crosstrain did not make for this user
+        (crafted, edited, or made on another machine) reads it only with `trust=True`."""
         if not self.result_at:
             raise SpecError(
                 [
@@ -329,6 +350,18 @@ class JobHandle:
                         "handle.result_at",
                         f"{self.identity} runs a command, not a function: it returns no result",
                         "read what the job wrote, or submit a function: crosstrain.submit_function(fn, job, target)",
+                    )
+                ]
+            )
+        if not trust and not self._trusted():
+            raise SpecError(
+                [
+                    Problem(
+                        "handle.result_seal",
+                        f"{self.identity}'s result at {self.result_at} would be unpickled, which runs any code it "
+                        "holds, and crosstrain did not make this handle for this user on this machine (it was "
+                        "edited, crafted or made elsewhere)",
+                        "if you trust where the handle and its result came from: handle.result(trust=True)",
                     )
                 ]
             )
