@@ -18,8 +18,11 @@ prints:
 Then one line per distinct crash, invalid or vague reason, with the smallest spec that showed it.
 Goal: 0 crashed, 0 invalid, 0 vague.
 
-    python benchmarks/fuzz.py [--specs 10000] [--seed 1] [--case vertex ...] [--limit 10] [--json]
+    python benchmarks/fuzz.py [--specs 10000] [--seed 1] [--case vertex ...] [--limit 10] [--json] [--real]
                               [--save specs.jsonl | --replay specs.jsonl]
+
+`--real` mutates the jobs users wrote (every example and corpus job: whitespace, case, type swaps, extreme
+numbers, unicode, patches of any shape) instead of drawing specs from scratch; they count as malformed.
 
 `--save` keeps the drawn specs, so that `--replay` runs the very same specs through another checkout.
 """
@@ -55,6 +58,12 @@ def main() -> int:
     parser.add_argument("--save", type=Path, help="write the drawn specs here (JSON lines), to replay them")
     parser.add_argument("--replay", type=Path, help="run the specs of a --save file instead of drawing")
     parser.add_argument(
+        "--real",
+        action="store_true",
+        help="mutate the examples' and corpus' jobs (whitespace, case, types, extremes, unicode, patches) "
+        "instead of drawing specs from scratch",
+    )
+    parser.add_argument(
         "--limit", type=float, default=10.0, help="seconds one spec may take in one case before it counts as crashed"
     )
     args = parser.parse_args()
@@ -74,6 +83,15 @@ def main() -> int:
 
     saved = args.save.open("w") if args.save else None
 
+    drawing = (
+        fuzzing.real_mutated(fuzzing.real_jobs()).map(lambda found: ("malformed", found[1], found[0]))
+        if args.real
+        else st.one_of(
+            fuzzing.well_formed().map(lambda spec: ("well-formed", spec)),
+            fuzzing.malformed().map(lambda spec: ("malformed", spec)),
+        )
+    )
+
     @seed(args.seed)
     @settings(
         max_examples=args.specs,
@@ -82,24 +100,20 @@ def main() -> int:
         deadline=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(
-        drawn=st.one_of(
-            fuzzing.well_formed().map(lambda spec: ("well-formed", spec)),
-            fuzzing.malformed().map(lambda spec: ("malformed", spec)),
-        )
-    )
-    def draw(drawn: tuple[str, dict[str, Any]]) -> None:
+    @given(drawn=drawing)
+    def draw(drawn: tuple[Any, ...]) -> None:
         if saved is not None:
             saved.write(json.dumps(drawn) + "\n")
         run(drawn)
 
-    def run(drawn: tuple[str, dict[str, Any]]) -> None:
-        kind, spec = drawn
+    def run(drawn: tuple[Any, ...]) -> None:
+        kind, spec, *located = drawn  # a real job comes with its folder
+        base = Path(located[0]) if located else None
         kinds[kind] += 1
         for case in cases:
             signal.setitimer(signal.ITIMER_REAL, args.limit)  # a render that runs away counts as a crash
             try:
-                result = fuzzing.outcome(case, spec, folder)
+                result = fuzzing.outcome(case, spec, folder, base)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             slowest[case] = max(slowest[case], result.seconds)
@@ -117,8 +131,7 @@ def main() -> int:
     if args.replay:
         with args.replay.open() as lines:
             for line in lines:
-                kind, spec = json.loads(line)
-                run((kind, spec))
+                run(tuple(json.loads(line)))
     else:
         draw()
     if saved is not None:

@@ -81,14 +81,15 @@ class Outcome:
         return f"{case}: {self.kind}: {self.detail}\nspec: {text[:4000]}"
 
 
-def outcome(case: str, spec: Mapping[str, Any], folder: Path) -> Outcome:
-    """Load, render and format `spec` for `case` as the CLI would, and check what comes out."""
+def outcome(case: str, spec: Mapping[str, Any], folder: Path, base: Path | None = None) -> Outcome:
+    """Load, render and format `spec` for `case` as the CLI would (from the job file's folder `base`, else
+    the current one), and check what comes out."""
     from tests.backends import validators
 
     target, settings = CASES[case]
     began = time.perf_counter()
     try:
-        job = job_from_dict(spec)
+        job = job_from_dict(spec).located(base)
         backend = create_backend(target, environ={})
         request = backend.render(job, settings(folder))
         for fmt in backend.formats:
@@ -484,3 +485,80 @@ def short(text: str, limit: int = 400) -> str:
     """One line of at most `limit` characters, for tallies."""
     flat = re.sub(r"\s+", " ", text).strip()
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+# -- real jobs, mutated ------------------------------------------------------------------------------------
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def real_jobs() -> list[tuple[str, dict[str, Any]]]:
+    """Every example and corpus job (the configurations users wrote, translated), as data: (its folder, job)."""
+    import yaml
+
+    found = []
+    paths = sorted(REPOSITORY.glob("examples/**/*.yaml")) + sorted(REPOSITORY.glob("tests/corpus/cases/*/job.yaml"))
+    for path in paths:
+        data = yaml.safe_load(path.read_text())
+        if isinstance(data, dict) and ("command" in data or "image" in data or "primary" in data):
+            found.append((str(path.parent), data))
+    return found
+
+
+_UNICODE = ["\u202e", "\u200b", "\u00e9", "\uff21\uff11\uff10\uff10", "\U0001f680", "\ufeff", "\u0131", "\u00df"]
+_EXTREME = [0, -1, 2**31, 2**63, -(2**63), 10**30, 1e308, float("inf"), float("nan"), 1.5, True]
+
+
+@st.composite
+def _edited(draw: st.DrawFn, value: Any) -> Any:
+    """`value` as a careless or hostile hand edits it: padded, recased, of another type, extreme, or unicode."""
+    how = draw(st.sampled_from(["pad", "case", "swap", "extreme", "unicode", "nest"]))
+    if how == "pad" and isinstance(value, str):
+        return draw(st.sampled_from([" ", "\t", "\n", "  "])) + value + draw(st.sampled_from(["", " ", "\n"]))
+    if how == "case" and isinstance(value, str):
+        return draw(st.sampled_from([value.upper(), value.lower(), value.title(), value.swapcase()]))
+    if how == "swap":
+        if isinstance(value, bool | int | float):
+            return str(value)
+        if isinstance(value, str):
+            return int(value) if value.strip().isdigit() else [value]
+        if isinstance(value, list):
+            return value[0] if value else ""
+        if isinstance(value, dict):
+            return list(value.values())
+        return value
+    if how == "extreme":
+        return draw(st.sampled_from(_EXTREME))
+    if how == "unicode" and isinstance(value, str):
+        mark = draw(st.sampled_from(_UNICODE))
+        at = draw(st.integers(0, len(value)))
+        return value[:at] + mark + value[at:]
+    if how == "nest":
+        return {"value": value}
+    return draw(st.sampled_from(NASTY))
+
+
+_PATCH_TARGETS = ["vertex", "aiplatform", "azureml", "databricks"]
+
+
+@st.composite
+def real_mutated(draw: st.DrawFn, jobs: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
+    """A real job with one to four edits (`_edited`), and sometimes a patch of any shape for a target: (its
+    folder, the job)."""
+    folder, spec = draw(st.sampled_from(jobs))
+    for _ in range(draw(st.integers(1, 4))):
+        path = draw(st.sampled_from(_paths(spec)))
+        current: Any = spec
+        for part in path:
+            current = current[part]
+        spec = _mutate(spec, path, "replace", draw(_edited(current)), "")
+    if isinstance(spec, dict) and draw(st.integers(0, 4)) == 0:
+        target = draw(st.sampled_from(_PATCH_TARGETS))
+        patch = draw(st.one_of(junk, st.dictionaries(_text, junk, max_size=3)))
+        found = spec.get("targets")
+        targets: dict[str, Any] = found if isinstance(found, dict) else {}
+        section = targets.get(target)
+        spec = {
+            **spec,
+            "targets": {**targets, target: {**(section if isinstance(section, dict) else {}), "patch": patch}},
+        }
+    return folder, spec if isinstance(spec, dict) else {"name": "fuzz", "primary": spec}
