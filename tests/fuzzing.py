@@ -364,7 +364,14 @@ def well_formed(draw: st.DrawFn) -> dict[str, Any]:
                     _fields(
                         {
                             "replicas": (60, st.one_of(st.just("auto"), st.integers(1, 8))),
-                            "machine_type": (40, st.sampled_from(["n1-highcpu-16", "n1-standard-8", "a2-highgpu-1g"])),
+                            "machine_type": (
+                                40,
+                                st.one_of(
+                                    st.sampled_from(["n1-highcpu-16", "n1-standard-8", "a2-highgpu-1g"]),
+                                    st.sampled_from(MACHINE_TYPES),  # other platforms' names, a trailing space
+                                    st.sampled_from(NASTY),  # GPU forms
+                                ),
+                            ),
                             "image": (20, _image),
                         }
                     ),

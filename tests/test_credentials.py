@@ -28,17 +28,18 @@ import pytest
 from crosstrain.backends.aiplatform.backend import AIPlatformBackend
 from crosstrain.backends.azureml.backend import AzureMLBackend
 from crosstrain.backends.azureml.settings import STATE_MAP
-from crosstrain.backends.loopback import Call
+from crosstrain.backends.loopback import Call, Reply
 from crosstrain.backends.vertex.backend import VertexBackend
+from crosstrain.cli import main
 from crosstrain.errors import NotConfigured, SpecError, TransientError
 from crosstrain.loader import job_from_dict
 from crosstrain.records import JobHandle, Request
-from crosstrain.registry import create_backend
+from crosstrain.registry import BUILTIN_BACKENDS, create_backend, get_backend_class
 from crosstrain.retry import RetryPolicy
 from crosstrain.testing.conformance import BASE_JOB
 from tests.backends.aiplatform_server import AIPlatformPlatform, MLService
 from tests.backends.azureml_cloud import WORKSPACE, AzureMLPlatform, FakeCredential
-from tests.backends.databricks_workspace import DatabricksPlatform
+from tests.backends.databricks_workspace import DatabricksPlatform, DatabricksWorkspace
 from tests.conftest import ROOT
 
 #: The access token in the Application Default Credentials the Google tests use.
@@ -570,3 +571,54 @@ def test_settings_with_credentials_in_a_url_are_refused(target: str, settings: d
     assert "carries credentials" in str(error.value)
     assert "pw@" not in str(error.value)
     assert "ghp_token" not in str(error.value)
+
+
+# -- what crosstrain prints --------------------------------------------------------------------------------------
+PASSWORD = "PW-s3cret-4711"
+SETTINGS = [(t, f) for t in BUILTIN_BACKENDS for f in get_backend_class(t).settings_model.model_fields]
+
+
+@pytest.mark.parametrize(("target", "field"), SETTINGS, ids=[f"{t}.{f}" for t, f in SETTINGS])
+def test_no_setting_of_any_target_shows_a_password_given_in_a_url(
+    clean_env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, field: str
+) -> None:
+    """Whatever a setting makes of a URL with a password (refused as credentials, as not a number, not one of
+    its choices, not a bucket), the password is in no message, as text or as JSON."""
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({**BASE_JOB, "targets": {target: {}}}))
+    url = f"https://user:{PASSWORD}@example.com/x"
+    for extra in ([], ["--json"]):
+        code = main(["render", str(job), "-t", target, "--set", f"{target}.{field}={url}", *extra])
+        shown = capsys.readouterr()
+        assert code == 2, shown.err
+        assert f"{target}.{field}" in shown.err  # the setting is what was refused
+        assert PASSWORD not in shown.out + shown.err
+
+
+class EchoingWorkspace(DatabricksWorkspace):
+    """A workspace whose errors quote the request's Authorization header, as some gateways and proxies do."""
+
+    def answer(self, call: Call) -> Reply:
+        if self.operation(call) in ("create", "get"):
+            return self.error(400, f"bad header Authorization: {authorization(call)} (x-request-id 7)")
+        return super().answer(call)
+
+
+@pytest.mark.parametrize("token", ["dapi0123456789abcdef0123456789abcdef", "an-opaque-token-4242"])
+def test_an_error_body_echoing_the_token_never_shows_it(clean_env: dict[str, str], token: str) -> None:
+    platform = DatabricksPlatform()
+    platform.workspace = EchoingWorkspace(late_seconds=0.5)
+    with platform:
+        env = {**clean_env, "DATABRICKS_HOST": platform.url, "DATABRICKS_TOKEN": token}
+        job = json.dumps({**BASE_JOB, "targets": {"databricks": {"cloud": "aws"}}})
+        submitted = [cli("submit", "-", *extra, env=env, stdin=job) for extra in ([], ["--json"])]
+        made = handle("databricks", {"host": platform.url, "run_id": 1})
+        status = [cli("status", made, *extra, env=env) for extra in ([], ["--json"])]
+        echoed = [
+            authorization(c) for c in platform.workspace.received if platform.workspace.operation(c) != "metadata"
+        ]
+    assert f"Bearer {token}" in echoed  # the server did echo it
+    for done in (*submitted, *status):
+        assert done.returncode == 3, done.stderr
+        assert "bad header Authorization: Bearer ***" in done.stderr
+        assert token not in done.stdout + done.stderr

@@ -64,6 +64,7 @@ BASE: dict[str, Any] = {
     "command": "python train.py",
     "primary": {"machine": "T4"},
 }
+REDUCER = "reduction_server.machine_type"
 #: (case, spec, the paths of the problems it is refused with). Each crashed, was accepted invalid, or was refused
 #: without a path before its fix.
 FOUND: list[tuple[str, dict[str, Any], set[str]]] = [
@@ -128,6 +129,11 @@ FOUND: list[tuple[str, dict[str, Any], set[str]]] = [
     # Accepted, and not JSON: an infinite number of seconds in the settings the request carries.
     ("fake", {**BASE, "targets": {"fake": {"run_seconds": "inf"}}}, {"targets.fake.run_seconds"}),
     ("local", {**BASE, "targets": {"local": {"grace_seconds": "nan"}}}, {"targets.local.grace_seconds"}),
+    # CatalogError escaped (exit 1): the reducers' machine type with a space, in capitals, or as a GPU.
+    *[
+        ("vertex", {**BASE, "workers": {"replicas": 1}, "reduction_server": {"machine_type": machine}}, {REDUCER})
+        for machine in ("n1-standard-8 ", "N1-HIGHCPU-16", "A100:0", "g5.xlarge", "", "a2-highgpu-1g")
+    ],
     # A plan of 10,001 nodes, each listing every node: gigabytes before anything ran.
     ("local-vertex", {"name": "j", "command": "python train.py", "workers": {"replicas": 10000}}, {"workers.replicas"}),
 ]

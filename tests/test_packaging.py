@@ -8,12 +8,17 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from crosstrain import packaging
-from crosstrain.loader import load_job
+from crosstrain.errors import SpecError
+from crosstrain.loader import job_from_dict, load_job
+from crosstrain.registry import create_backend
+from crosstrain.spec import TrainingJob
 from crosstrain.uploads import UploadRefused
+from tests import fuzzing
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:
@@ -144,6 +149,40 @@ def test_code_and_requirements_resolve_against_the_job_file_folder(
     assert made is not None
     assert made.folder == tmp_path / "proj" / "src"
     assert made.requirements == ("numpy==2.0", "tqdm")
+
+
+def _job(spec: dict[str, Any], folder: Path) -> TrainingJob:
+    return job_from_dict(spec).located(folder)
+
+
+#: Lines no target may install as a package: pip options (Vertex AI would put them in install_requires, and pip
+#: fail on the node) and a URL with a token (printed in renders, shipped in the code).
+NOT_PACKAGES = [
+    ("--extra-index-url https://pypi.example/simple", "pip options"),
+    ("-r more.txt", "pip options"),
+    ("git+https://oauth2:glpat-S3CRET@gitlab.com/o/r.git", "carries credentials"),
+]
+
+
+@pytest.mark.parametrize("case", list(fuzzing.CASES))
+@pytest.mark.parametrize(("line", "said"), NOT_PACKAGES, ids=["index", "file", "token"])
+def test_a_requirement_is_held_to_one_rule_in_a_list_and_in_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, line: str, said: str
+) -> None:
+    folder = fuzzing.prepare(tmp_path)
+    monkeypatch.chdir(folder)
+    (folder / "reqs.txt").write_text(f"numpy==2.0\n# pinned\n{line}\n")
+    target, settings = fuzzing.CASES[case]
+    job = {"name": "j", "image": "registry.example/t:1", "code": ".", "command": "python train.py"}
+    backend = create_backend(target, environ={})
+    for requirements, path in ((["numpy==2.0", line], "requirements[1]"), ("reqs.txt", "requirements[reqs.txt:3]")):
+        with pytest.raises(SpecError) as refused:
+            backend.render(_job({**job, "requirements": requirements}, folder), settings(folder))
+        found = [p for p in refused.value.problems if p.path.startswith("requirements")]
+        assert [p.path for p in found] == [path]
+        assert said in found[0].message
+        assert found[0].fix
+        assert "S3CRET" not in str(refused.value)
 
 
 def test_the_archive_pip_installs_and_the_bootstrap_runs_the_command_where_crosstrain_is_not_installed(

@@ -5,7 +5,9 @@ Exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage (or a spec the tar
 3 submission failed, 4 the job failed while waiting, 5 --timeout expired while waiting, 130 interrupted
 (143 or 129: a local run stopped by SIGTERM or SIGHUP, every process it started stopped first).
 No exception reaches the user as a traceback (set CROSSTRAIN_DEBUG=1 to see one for an unexpected error), and
-with --json stdout holds one JSON object for every error, usage errors included.
+with --json stdout holds one JSON object for every error, usage errors included. Text that can come from a
+platform (states, messages, logs, console links, errors) reaches the terminal through `_say` and `_show`, which
+redact credentials and show control characters as escapes (`crosstrain.safe`); JSON escapes them in strings.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from crosstrain.errors import (
     WaitTimeout,
 )
 from crosstrain.registry import BUILTIN_BACKENDS
+from crosstrain.safe import json_text, redact, terminal
 from crosstrain.untrusted import cut
 
 if TYPE_CHECKING:
@@ -49,11 +52,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _say(message: str) -> None:
-    print(message, file=sys.stderr)
+    """Narration and errors, on stderr."""
+    print(terminal(redact(message)), file=sys.stderr)
+
+
+def _show(text: str, *, flush: bool = False) -> None:
+    """A result that holds a platform's text (a state, a message, a log line, a console link), on stdout."""
+    print(terminal(redact(text)), flush=flush)
 
 
 def _print_json(data: Any, out: TextIO | None = None) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False), file=out or sys.stdout)
+    """JSON on stdout: the values as they came, with every control character escaped (`safe.json_text`)."""
+    print(json_text(json.dumps(data, indent=2, ensure_ascii=False)), file=out or sys.stdout)
 
 
 def _spec_args(p: argparse.ArgumentParser, *, many_targets: bool = False) -> None:
@@ -407,7 +417,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"identity": handle.identity, "target": handle.target, **status.to_dict()})
     else:
-        print(f"{status.state.value}\t{status.native_state}\t{status.message}".rstrip())
+        _show(f"{status.state.value}\t{status.native_state}\t{status.message}".rstrip())
     return ExitCode.OK
 
 
@@ -431,7 +441,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     now = time.time()
     for job in jobs:
         age = elapsed_text(max(0.0, now - job.created))
-        print(f"{job.identity}\t{job.state.value}\t{age} ago\t{job.console_url}")
+        _show(f"{job.identity}\t{job.state.value}\t{age} ago\t{job.console_url}")
     if not jobs:
         _say(f"no job made by crosstrain on {args.target}")
     return ExitCode.OK
@@ -453,7 +463,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         _print_json({"identity": handle.identity, "lines": list(lines)})
     else:
         for line in lines:
-            print(line, flush=args.follow)
+            _show(line, flush=args.follow)
     return ExitCode.OK
 
 
@@ -633,7 +643,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return ExitCode.OK
     except OSError as exc:  # the machine said no (a full disk, a file where a folder should be): not a bug
-        where = f": {cut(str(exc.filename), 200)}" if exc.filename else ""
+        where = f": {cut(redact(str(exc.filename)), 200)}" if exc.filename else ""
         _report(verb, None, f"{exc.strerror or exc}{where}", as_json, error=type(exc).__name__)
         return ExitCode.ERROR
     except Exception as exc:  # a bug: say so in one line, not a traceback (CROSSTRAIN_DEBUG=1 shows it)
@@ -641,7 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        detail = f"{type(exc).__name__}: {cut(str(exc), 200)}" if str(exc) else type(exc).__name__
+        detail = f"{type(exc).__name__}: {cut(redact(str(exc)), 200)}" if str(exc) else type(exc).__name__
         message = (
             f"unexpected error ({detail}). This is a bug in crosstrain: please report it with the command you ran"
             + ("" if os.environ.get("CROSSTRAIN_DEBUG") else " and the traceback that CROSSTRAIN_DEBUG=1 prints")
@@ -659,7 +669,9 @@ def _report(
     error: str = "",
     extra: dict[str, Any] | None = None,
 ) -> None:
-    """An error on stderr and, under --json, as one JSON object on stdout. Never raises."""
+    """An error on stderr and, under --json, as one JSON object on stdout, redacted whatever raised it (an
+    unexpected exception's text included). Never raises."""
+    message = redact(message)
     with contextlib.suppress(Exception):
         if as_json:
             problems = [p.to_dict() for p in getattr(exc, "problems", ())]

@@ -1,4 +1,5 @@
-"""Notebook display (`_repr_html_`) for jobs, requests and handles: a summary table and the JSON."""
+"""Notebook display (`_repr_html_`) for jobs, requests and handles: a summary table and the JSON. Every value is
+HTML-escaped with credentials redacted, and the only link, a handle's console, is made only of an http(s) URL."""
 
 from __future__ import annotations
 
@@ -6,19 +7,25 @@ import html
 import json
 from typing import TYPE_CHECKING, Any
 
+from crosstrain.safe import href, redact
+
 if TYPE_CHECKING:
     from crosstrain.records import JobHandle, Request
     from crosstrain.spec import TrainingJob
 
 
+def _text(value: str) -> str:
+    return html.escape(redact(value))
+
+
 def _table(title: str, rows: list[tuple[str, Any]]) -> str:
     left = "style='text-align:left'"
-    cells = "".join(f"<tr><th {left}>{html.escape(k)}</th><td {left}>{html.escape(str(v))}</td></tr>" for k, v in rows)
+    cells = "".join(f"<tr><th {left}>{_text(k)}</th><td {left}>{_text(str(v))}</td></tr>" for k, v in rows)
     return f"<table><caption style='text-align:left'><b>{html.escape(title)}</b></caption>{cells}</table>"
 
 
 def _json(label: str, data: Any) -> str:
-    text = html.escape(json.dumps(data, indent=2, ensure_ascii=False))
+    text = _text(json.dumps(data, indent=2, ensure_ascii=False))
     return f"<details><summary>{html.escape(label)}</summary><pre>{text}</pre></details>"
 
 
@@ -48,5 +55,15 @@ def handle_html(handle: JobHandle) -> str:
         ("identity", handle.identity),
         ("job id", handle.job_id),
     ]
-    link = f"<p><a href='{html.escape(handle.console_url)}'>console</a></p>" if handle.console_url else ""
-    return _table("JobHandle", rows) + link
+    return _table("JobHandle", rows) + _console(handle.console_url)
+
+
+def _console(url: str) -> str:
+    """The console URL as a link where it is an http(s) one (`crosstrain.safe.href`), else as text: a handle read
+    from a file may hold any URL, and `javascript:` would run in the notebook when clicked."""
+    if not url:
+        return ""
+    target = href(url)
+    if target is None:
+        return f"<p>console: <code>{_text(url)}</code></p>"
+    return f'<p><a href="{html.escape(target)}" rel="noopener noreferrer" target="_blank">console</a></p>'

@@ -1,10 +1,15 @@
-"""Errors that say what was wrong, where, and how to fix it, each with the CLI exit code it maps to."""
+"""Errors that say what was wrong, where, and how to fix it, each with the CLI exit code it maps to.
+
+Every message is redacted as the error is made (`crosstrain.safe.redact`): a problem quoting a value, a server's
+error body echoing a header, a URL with a password never carries the credential, however it is shown."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from crosstrain.safe import redact
 
 
 class ExitCode(enum.IntEnum):
@@ -27,6 +32,11 @@ class Problem:
     message: str
     fix: str = ""
 
+    def __post_init__(self) -> None:
+        """A problem quotes what it was given (a setting's value, a line of a file): credentials in it are not."""
+        for name in ("path", "message", "fix"):
+            object.__setattr__(self, name, redact(getattr(self, name)))
+
     def __str__(self) -> str:
         text = f"{self.path or '<job>'}: {self.message}"
         return f"{text}\n    fix: {self.fix}" if self.fix else text
@@ -39,6 +49,11 @@ class CrosstrainError(Exception):
     """Base class of every error crosstrain raises on purpose."""
 
     exit_code: ExitCode = ExitCode.ERROR
+
+    def __init__(self, *args: object) -> None:
+        """The message may quote a platform's answer (an error body, a state message): credentials in it are not
+        kept, so no way of showing the error can show them."""
+        super().__init__(*(redact(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class SpecError(CrosstrainError, ValueError):

@@ -571,9 +571,10 @@ REQUIREMENTS_LIMIT = 1 << 20
 
 
 def requirements_of(job: Any) -> tuple[str, ...]:
-    """The job's requirements as pip lines: the list, or the file's lines (comments and blanks left out)."""
+    """The job's requirements as pip lines: the list, or the file's lines (comments and blanks left out), each
+    held to the list's rule (`requirement_problem`) and refused at `requirements[FILE:LINE]`."""
     from crosstrain import uploads
-    from crosstrain.spec import RequirementsFile
+    from crosstrain.spec import RequirementsFile, requirement_problem
 
     value = job.requirements
     if value is None:
@@ -583,9 +584,13 @@ def requirements_of(job: Any) -> tuple[str, ...]:
     limit = uploads.SizeLimit(REQUIREMENTS_LIMIT, "a requirements file is read up to 1 MiB", "shorten it")
     data = uploads.read_file(value.file, job.base_dir, "requirements", limit)
     lines = []
-    for raw in data.decode("utf-8", errors="replace").splitlines():
+    for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         line = raw.split(" #", 1)[0].strip()
         if line and not line.startswith("#"):
+            problem = requirement_problem(line)
+            if problem is not None:
+                where = Problem(f"requirements[{value.file}:{number}]", *problem)
+                raise UploadRefused(where, headline="invalid requirements file")
             lines.append(line)
     return tuple(lines)
 

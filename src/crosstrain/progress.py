@@ -1,7 +1,8 @@
 """What `wait` shows while a job runs: its state, each change, and the elapsed time.
 
 On a terminal, one line rewritten in place; elsewhere (CI logs, pipes), one plain line per change of state; in
-a notebook, a display that updates in place. Always on stderr (stdout holds only results).
+a notebook, a display that updates in place. Always on stderr (stdout holds only results). The platform's words
+in it (its state, its message, the console link) are shown as text: escape sequences in them do not act.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
+
+from crosstrain.safe import redact, terminal
 
 if TYPE_CHECKING:
     from crosstrain.records import JobStatus
@@ -62,6 +65,7 @@ class Progress:
         return self.clock() - self.start
 
     def _line(self, text: str, *, keep: bool) -> None:
+        text = terminal(redact(text))
         try:
             if self.live:
                 self.stream.write("\r\x1b[K" + text + ("\n" if keep else ""))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.errors import Problem, SpecError
+from crosstrain.safe import redact
 
 if TYPE_CHECKING:
     from crosstrain.backends.base import Backend
@@ -133,6 +134,11 @@ class JobStatus:
     state: JobState
     native_state: str
     message: str = ""
+
+    def __post_init__(self) -> None:
+        """The message is the platform's (its state message, the run's error and trace): no credential it echoes
+        is kept."""
+        object.__setattr__(self, "message", redact(self.message))
 
     def to_dict(self) -> dict[str, str]:
         return {"state": self.state.value, "native_state": self.native_state, "message": self.message}
@@ -332,9 +338,10 @@ class JobHandle:
         self._backend(settings).cancel(self)
 
     def logs(self, *, follow: bool = False, **settings: Any) -> Iterator[str]:
-        """The job's log lines; with `follow`, more as they come until the job ends."""
+        """The job's log lines, with any credential in them redacted; with `follow`, more as they come until the
+        job ends."""
         backend = self._backend(settings)
-        return backend.logs(self, follow=True) if follow else backend.logs(self)
+        return map(redact, backend.logs(self, follow=True) if follow else backend.logs(self))
 
     def result(self, timeout: float | None = None, *, trust: bool = False, **settings: Any) -> Any:
         """What a function job's rank 0 returned (`crosstrain.submit_function`), once the job has succeeded:

@@ -18,7 +18,6 @@ setting may carry credentials in a URL (`https://user:token@host`): they would b
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
@@ -26,27 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from crosstrain.errors import Problem, SpecError
+from crosstrain.safe import redact, url_credentials
 
 S = TypeVar("S", bound="TargetSettings")
-
-
-#: `scheme://userinfo@`: a URL that carries a user name or secret before its host.
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#@\s]*)@")
-
-
-def url_credentials(text: str) -> bool:
-    """Whether `text` holds a URL with credentials: any userinfo on http(s) (`git+https://` too), a password on
-    other schemes (`ssh://git@host` names a user, not a secret)."""
-    for match in _USERINFO.finditer(text):
-        scheme = match["scheme"].lower().removesuffix("://").rsplit("+", 1)[-1]
-        if scheme in ("http", "https") or ":" in match["userinfo"]:
-            return True
-    return False
-
-
-def redact(text: str) -> str:
-    """`text` with the userinfo of every URL in it replaced by `***`, for messages that echo a URL."""
-    return _USERINFO.sub(lambda m: f"{m['scheme']}***@", text)
 
 
 class TargetSettings(BaseModel):

@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from crosstrain import catalog, locations
+from crosstrain.safe import redact, url_credentials
 from crosstrain.secrets import SECRET_FORMS_TEXT, match_reference, schema_pattern
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
@@ -422,6 +423,29 @@ _REQUIREMENT = re.compile(r"[A-Za-z0-9][^\x00-\x1f\x7f]{0,299}")
 _PORTABLE_ENVIRONMENT = re.compile(r"pytorch(?::(\d+\.\d+))?")
 
 
+def requirement_problem(line: str) -> tuple[str, str] | None:
+    """Why `line` cannot be one of the job's requirements (the message and the fix), or None. The one rule for an
+    item of the list and a line of a requirements file: every target installs each line as a package (Vertex AI
+    and AI Platform as the package's install_requires, Databricks as a PyPI library), and prints and ships it."""
+    shown = redact(line)
+    shown = shown if len(shown) <= 60 else f"{shown[:57]}..."
+    if not _REQUIREMENT.fullmatch(line):
+        return (
+            f"{shown!r} is not a requirement"
+            + (": pip options (-r, -e, --extra-index-url...) are not packages" if line.startswith("-") else ""),
+            "write one pip requirement per item or line, e.g. transformers==4.44.0; an index is pip's configuration "
+            "on the nodes (PIP_EXTRA_INDEX_URL, or a pip.conf in your image), and another file's lines go here",
+        )
+    if url_credentials(line):
+        return (
+            f"{shown!r} carries credentials in its URL; crosstrain would print it in renders and ship it with the "
+            "code (Databricks' `libraries` refuse it too)",
+            "remove the user:token@ part and give the credential to pip or git on the nodes: a netrc or credential "
+            "helper in your image, or an environment variable from a secret in `env`",
+        )
+    return None
+
+
 def _requirements(value: Any) -> Any:
     """A list of requirements, or the name of a requirements file (kept as `{"file": NAME}`)."""
     if isinstance(value, str):
@@ -659,6 +683,19 @@ class TrainingJob(_Model):
             )
         return self
 
+    @model_validator(mode="after")
+    def _requirement_lines(self) -> TrainingJob:
+        """Each item of a requirements list, at its index (a file's lines are checked where it is read)."""
+        if isinstance(self.requirements, list):
+            errors = [
+                _at(("requirements", i), line, *problem)
+                for i, line in enumerate(self.requirements)
+                if (problem := requirement_problem(line)) is not None
+            ]
+            if errors:
+                raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
     @field_validator("environment")
     @classmethod
     def _environment(cls, value: str | None) -> str | None:
@@ -674,19 +711,6 @@ class TrainingJob(_Model):
     def _code(cls, value: str | None) -> str | None:
         if value is not None and (not value.strip() or "\x00" in value):
             raise _invalid(f"{value!r} is not a folder", "name a folder relative to the job file, e.g. ./src")
-        return value
-
-    @field_validator("requirements")
-    @classmethod
-    def _requirement_lines(cls, value: list[str] | RequirementsFile | None) -> list[str] | RequirementsFile | None:
-        if isinstance(value, list):
-            for line in value:
-                if not _REQUIREMENT.fullmatch(line):
-                    shown = line if len(line) <= 60 else f"{line[:57]}..."
-                    raise _invalid(
-                        f"{shown!r} is not a requirement",
-                        "write one pip requirement per item, e.g. transformers==4.44.0 (no options, no blank items)",
-                    )
         return value
 
     @field_validator("name")

@@ -32,8 +32,8 @@ class UploadRefused(SpecError):
 
     headline = "refused to upload"
 
-    def __init__(self, problem: Problem) -> None:
-        super().__init__([problem])
+    def __init__(self, problem: Problem, *, headline: str | None = None) -> None:
+        super().__init__([problem], headline=headline)
         self.problem = problem
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from crosstrain.errors import Problem
-from crosstrain.settings import redact, url_credentials
+from crosstrain.safe import redact, url_credentials
 
 
 def origin_of(url: object) -> str | None:

@@ -124,7 +124,7 @@ class Plan:
             self.problems.append(refused.problem)
             return
         for line in requirements:
-            if line.startswith("-") or (os.sep in line and "://" not in line and "@" not in line):
+            if os.sep in line and "://" not in line and "@" not in line:  # a path: pip options are refused for all
                 self.problems.append(
                     Problem(
                         "requirements",

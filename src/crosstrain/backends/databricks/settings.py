@@ -13,7 +13,8 @@ from pydantic_core import PydanticCustomError
 from crosstrain import packaging, uploads
 from crosstrain.environments import Runtime, Runtimes
 from crosstrain.records import JobState
-from crosstrain.settings import TargetSettings, redact, setting
+from crosstrain.safe import redact
+from crosstrain.settings import TargetSettings, setting
 
 if TYPE_CHECKING:
     pass

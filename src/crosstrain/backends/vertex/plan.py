@@ -324,19 +324,26 @@ def _reduction_server_problems(job: TrainingJob, machines: Mapping[str, _Machine
                 "add `workers.replicas`, or remove `reduction_server`",
             )
         )
-    reducer = catalog.resolve("vertex", machine_type=server.machine_type, gpu=None, gpu_count=None)
-    if reducer.gpu:
-        problems.append(
-            Problem(
-                "reduction_server.machine_type",
-                f"{server.machine_type} carries GPUs; reducers run on CPU machines",
-                "use n1-highcpu-16 (the recommended reducer)",
-            )
-        )
+    problems += _reducer_machine_problems(server.machine_type)
     sizable = "primary" in machines and (not job.workers.replicas or "workers" in machines)
     if server.replicas == "auto" and sizable and not problems and _reducer_count(job, machines) is None:
         problems.append(_unsized(job, machines))
     return problems
+
+
+def _reducer_machine_problems(machine_type: str) -> list[Problem]:
+    """The reducers' machine type, held to the catalog's rule for the pools' (a Compute Engine name, in its
+    case, with nothing around it) and to CPU machines: reducers carry no GPUs."""
+    at, fix = "reduction_server.machine_type", "use a CPU machine type such as n1-highcpu-16 (the recommended reducer)"
+    if not machine_type:  # the catalog reads no type as "choose one"
+        return [Problem(at, "the reducers' machine type is empty", fix)]
+    try:
+        reducer = catalog.resolve("vertex", machine_type=machine_type, gpu=None, gpu_count=None, path=at)
+    except catalog.CatalogError as error:
+        return [Problem(at, error.problem.message, fix)]
+    if reducer.gpu:
+        return [Problem(at, f"{machine_type} carries GPUs; reducers run on CPU machines", fix)]
+    return []
 
 
 def _unsized(job: TrainingJob, machines: Mapping[str, _Machine]) -> Problem:
