@@ -163,6 +163,9 @@ def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str
         "dict_type": "use a mapping of names to values",
         "model_type": "use a mapping of fields",
         "model_attributes_type": "use a mapping of fields",
+        "union_tag_invalid": f"use one of {ctx.get('expected_tags')} as its {ctx.get('discriminator')}",
+        "union_tag_not_found": f"add its {ctx.get('discriminator')}, the field that says which kind it is "
+        "(`crosstrain schema` lists the kinds)",
     }
     return message, fixes.get(kind, "see `crosstrain schema` for the expected form")
 
