@@ -133,6 +133,39 @@ def test_logs_without_follow_read_what_was_delivered_once(platform: DatabricksPl
     assert first == [f"[driver] {line}" for line in LINES[: len(first)]]
 
 
+def test_a_huge_driver_log_is_read_in_bounded_memory(platform: DatabricksPlatform) -> None:
+    """300,000 lines and one line of 20 MB: each line comes once (the long one in bounded pieces), and what is
+    kept to join the run output's tail stays small."""
+    import tracemalloc
+
+    lines = [f"step {i} loss {1 / (i + 1):.6f} " + "x" * 60 for i in range(300_000)]
+    text = "\n".join(lines[:1000]) + "\n" + "y" * 20_000_000 + "\n" + "\n".join(lines[1000:]) + "\n"
+    workspace = platform.workspace
+    workspace.output = {"logs": "", "error": None}
+    _running(platform, 0)
+    db = _backend(platform)
+    handle = db.send(db.render(job_from_dict(merge(BASE_JOB, {"output_dir": VOLUME})), platform.settings))
+    db.wait(handle, poll_interval=0.0)
+    folder = workspace.log_folder(int(handle.ref["run_id"]))
+    workspace.files[f"{folder}/stdout"] = text.encode()  # delivered whole; the fake holds it outside the count
+    del text
+    tracemalloc.start()
+    try:
+        count = long = kept = 0
+        for line in db.logs(handle):
+            count += 1
+            if line.startswith("[driver] yyyy"):
+                long += 1
+                kept += len(line) - len("[driver] ")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert count == 300_000 + long
+    assert long > 1  # the long line, in bounded pieces
+    assert kept == 20_000_000  # nothing lost
+    assert peak < 40_000_000, f"{peak:,} bytes at the peak"
+
+
 def test_a_run_whose_cluster_is_not_started_yet_has_only_its_output(platform: DatabricksPlatform) -> None:
     platform.workspace.states = [("PENDING", None)]
     db = platform.backend()

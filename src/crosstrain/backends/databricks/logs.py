@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import collections
 import re
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -75,6 +76,8 @@ def _not_seen(seen: list[str], tail: list[str]) -> list[str]:
 DRIVER_PREFIX = "[driver] "
 #: The driver's files a cluster delivers under `<destination>/<cluster id>/driver/`, and their line prefixes.
 _DRIVER_FILES = (("stdout", DRIVER_PREFIX), ("stderr", "[driver stderr] "))
+#: How much of the delivered stdout is kept to compare with the run output's tail (at most 5 MB, by the Jobs API).
+_KEPT_STDOUT = 8 * 1024 * 1024
 #: `dbfs/read` returns at most 1 MB per call.
 _DBFS_READ = 1024 * 1024
 
@@ -136,7 +139,14 @@ class _DriverLogs:
         self.folder, dbfs = WorkspaceFiles.path(folder)
         self.files = WorkspaceFiles(w, call, dbfs=dbfs)
         self.tail = TailReader(self.files.chunk)
-        self.stdout: list[str] = []  # every stdout line read, to tell what the run output's tail adds
+        #: The last stdout lines read (at most `_KEPT_STDOUT` characters), to tell what the run output's tail
+        #: adds: that tail is at most the last 5 MB of stdout, so nothing older can overlap it.
+        self.kept: collections.deque[str] = collections.deque()
+        self.kept_size = 0
+
+    @property
+    def stdout(self) -> list[str]:
+        return list(self.kept)
 
     @classmethod
     def of(cls, run: Run, w: WorkspaceClient, call: Callable[[Callable[[], Any], str], Any]) -> _DriverLogs | None:
@@ -159,7 +169,10 @@ class _DriverLogs:
                 yield f"[crosstrain: the driver's {name} was rotated; lines in between may be missing]"
                 continue
             if name == "stdout":
-                self.stdout.append(line)
+                self.kept.append(line)
+                self.kept_size += len(line) + 1
+                while self.kept_size > _KEPT_STDOUT and len(self.kept) > 1:
+                    self.kept_size -= len(self.kept.popleft()) + 1
             yield prefix + line
 
 
