@@ -22,7 +22,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -33,6 +32,7 @@ from pydantic import Field, field_validator
 from crosstrain import catalog, data, locations, packaging
 from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command, read_bounded
 from crosstrain.backends.emulation import LOOPBACK, PATH, PORT, RUN_DIR, STAGE_DIR, Emulation, Node, ranks
+from crosstrain.databricks_task import extract
 from crosstrain.errors import FunctionFailed, JobFailed, MissingDependency, Problem, SpecError, Unsupported
 from crosstrain.function import RESULT
 from crosstrain.launch import torchrun_options, with_node_arguments
@@ -601,8 +601,7 @@ def _stage(code: CodeRef, folder: Path) -> str:
     archive = folder / ARCHIVE_NAME
     with archive.open("wb") as out:
         made.write_archive(out)
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder, filter="data")
+    extract(str(archive), str(folder))
     return str(folder)
 
 
