@@ -191,3 +191,55 @@ def test_source_is_deflated_and_incompressible_data_is_stored(tmp_path: Path) ->
     stored = packaging.bundle(data)
     assert stored.compression() == 0
     assert len(stored.archive()) > 1 << 20  # stored, not deflated: no time spent on what does not shrink
+
+
+def _cli(*args: str, cwd: Path, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "crosstrain.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+def _job_file(folder: Path, code: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "job.yaml"
+    path.write_text(f"name: j\nimage: img:1\ncode: {code}\ncommand: python train.py\n")
+    return path
+
+
+@pytest.mark.parametrize("how", ["..", "absolute", "symlink"])
+def test_a_code_folder_outside_the_job_files_folder_is_refused(tmp_path: Path, how: str) -> None:
+    """As every other upload: `code: ../home/.aws` shipped the credentials file."""
+    aws = _tree(tmp_path / "home" / ".aws", {"credentials": "[default]\naws_secret_access_key = k\n"})
+    project = tmp_path / "project"
+    if how == "symlink":
+        project.mkdir()
+        (project / "src").symlink_to(aws)
+    code = {"..": "../home/.aws", "absolute": str(aws), "symlink": "./src"}[how]
+    job = load_job(_job_file(project, code))
+    with pytest.raises(UploadRefused) as refused:
+        packaging.for_job(job)
+    problem = refused.value.problem
+    assert problem.path == "code"
+    assert f"outside the job file's folder {project}" in problem.message
+    assert ("through a symlink" in problem.message) == (how == "symlink")
+    assert f"code: {{path: {code}, outside_job_folder: true}}" in problem.fix
+    done = _cli("render", str(project / "job.yaml"), "-t", "fake", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "outside the job file's folder" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_folder_named_as_outside_the_job_folder_is_shipped(tmp_path: Path) -> None:
+    shared = _tree(tmp_path / "shared", {"train.py": "print(1)\n"})
+    path = _job_file(tmp_path / "jobs", "{path: ../shared, outside_job_folder: true}")
+    made = packaging.for_job(load_job(path))
+    assert made is not None
+    assert made.folder == shared
+    assert [f.path for f in made.user_files] == ["crosstrain_code/src/train.py"]
+    inside = _tree(tmp_path / "jobs" / "src", {"a.py": ""})
+    assert packaging.for_job(load_job(_job_file(tmp_path / "jobs", "./src"))).folder == inside  # type: ignore[union-attr]

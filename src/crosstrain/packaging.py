@@ -18,8 +18,9 @@ files give the same digest and the same archive bytes, whatever the mtimes, the 
 It is part of every upload's destination, so it is part of the request's fingerprint and identity, and an
 unchanged folder is found where it was uploaded before (nothing is sent again).
 
-Reading follows `crosstrain.uploads`: only files under the folder, no symlink that leaves it, regular files
-only, and the file count and total size are bounded before anything is read in full.
+Reading follows `crosstrain.uploads`: the folder must be under the job file's folder unless the job says
+otherwise (`code: {path: ..., outside_job_folder: true}`), only files under it, no symlink that leaves it,
+regular files only, and the file count and total size are bounded before anything is read in full.
 """
 
 from __future__ import annotations
@@ -562,8 +563,40 @@ def for_job(job: Any, *, ignore_files: Sequence[str] = IGNORE_FILES, limits: Lim
     function = job.function_payload
     if job.code is None and function is None:
         return None
-    folder = job.base_dir / job.code if job.code is not None else None
-    return bundle(folder, requirements_of(job), ignore_files=ignore_files, limits=limits, function=function)
+    return bundle(code_folder(job), requirements_of(job), ignore_files=ignore_files, limits=limits, function=function)
+
+
+def code_folder(job: Any) -> Path | None:
+    """The folder `job.code` names, resolved against the job file's folder; refused where it lies outside that
+    folder (by `..`, an absolute path or a symlink), as every other upload is, unless the job names it with
+    `outside_job_folder: true`: a job file must not ship ~/.aws because it says `code: ../../.aws`."""
+    from crosstrain.spec import CodeFolder
+
+    code = job.code
+    if code is None:
+        return None
+    name, outside = (code.path, code.outside_job_folder) if isinstance(code, CodeFolder) else (code, False)
+    root = Path(os.path.abspath(job.base_dir))
+    folder = Path(os.path.normpath(root / name))
+    if outside:
+        return folder
+    real_root, real = Path(os.path.realpath(root)), Path(os.path.realpath(folder))
+    if not _under(root, folder) or not _under(real_root, real):
+        how = "" if not _under(root, folder) else f" through a symlink (it is {real})"
+        raise UploadRefused(
+            Problem(
+                "code",
+                f"{name} is outside the job file's folder {root}{how} (for a job made in Python, the current "
+                "folder); crosstrain ships a folder from elsewhere only when the job says so",
+                f"move the job file to a folder that holds the code, or name it as outside the job folder: "
+                f"code: {{path: {name}, outside_job_folder: true}}",
+            )
+        )
+    return folder
+
+
+def _under(root: Path, path: Path) -> bool:
+    return path == root or root in path.parents
 
 
 #: The most a requirements file may hold.
