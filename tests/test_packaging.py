@@ -42,7 +42,7 @@ def test_the_archive_holds_the_files_less_the_ignored_ones_and_crosstrains_runti
         },
     )
     made = packaging.bundle(root)
-    assert made.ignore_file == ".gitignore"
+    assert made.ignore_sources == (".gitignore",)
     shipped = sorted(f.path.removeprefix("crosstrain_code/src/") for f in made.user_files)
     assert shipped == [".gitignore", "pkg/model.py", "train.py"]
     members = _members(made)
@@ -66,11 +66,11 @@ def test_every_node_side_module_travels() -> None:
     assert not shipped & {"api.py", "spec.py", "packaging.py", "settings.py", "registry.py", "records.py"}
 
 
-def test_crosstrainignore_wins_over_gitignore(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {"a.py": "", "b.py": "", ".gitignore": "a.py\n", ".crosstrainignore": "b.py\n"})
-    made = packaging.bundle(root)
-    assert made.ignore_file == ".crosstrainignore"
-    assert sorted(f.path.rsplit("/", 1)[-1] for f in made.user_files) == [".crosstrainignore", ".gitignore", "a.py"]
+def test_crosstrainignore_adds_to_gitignore_and_can_bring_back_what_it_leaves_out(tmp_path: Path) -> None:
+    files = {"a.py": "", "b.py": "", "c.py": "", ".gitignore": "a.py\nc.py\n", ".crosstrainignore": "b.py\n!c.py\n"}
+    made = packaging.bundle(_tree(tmp_path, files))
+    assert made.ignore_sources == (".crosstrainignore", ".gitignore")
+    assert sorted(f.path.rsplit("/", 1)[-1] for f in made.user_files) == [".crosstrainignore", ".gitignore", "c.py"]
 
 
 def test_same_files_give_the_same_digest_and_bytes_whatever_mtimes_order_or_umask(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """The job's code, as it travels: one deterministic, content-addressed bundle of a local folder.
 
-A job with `code: ./src` ships that folder (less what `.crosstrainignore`, else `.gitignore`, leaves out) and
-crosstrain's own runtime (standard library and torch only), so a stock PyTorch image with no crosstrain
-installed runs it. Every target receives the same layout:
+A job with `code: ./src` ships that folder (less what git ignores there and what `.crosstrainignore` leaves
+out: `crosstrain.ignores`) and crosstrain's own runtime (standard library and torch only), so a stock PyTorch
+image with no crosstrain installed runs it. Every target receives the same layout:
 
     crosstrain_code/__init__.py      empty: the folder is a package, so pip can install it
     crosstrain_code/__main__.py      the bootstrap (`crosstrain.bootstrap`): `python -m crosstrain_code -- CMD`
@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from crosstrain import ignores
 from crosstrain.errors import Problem
 from crosstrain.uploads import UploadRefused
 
@@ -51,10 +52,8 @@ VERSION = "1.0"
 ARCHIVE_NAME = f"{PACKAGE}-{VERSION}.tar.gz"
 #: The user's files, under the package: the folder the command runs in.
 SOURCE_DIR = "src"
-#: The default ignore files, the first one found in the folder's root wins.
-IGNORE_FILES: tuple[str, ...] = (".crosstrainignore", ".gitignore")
-#: What is never shipped: a repository's history.
-ALWAYS_IGNORED = (".git/",)
+#: The ignore files read at the folder's root after git's rules (`crosstrain.ignores`), the last one last.
+IGNORE_FILES: tuple[str, ...] = (".crosstrainignore",)
 #: Every archive member's mtime: 2000-01-01, after the 1980 floor of the zip files pip builds from an sdist.
 ARCHIVE_MTIME = 946684800
 #: Where the node side starts: what a node runs (the launcher, the Databricks task, a shipped function's runner)
@@ -150,7 +149,8 @@ class Bundle:
     folder: Path | None
     user_files: tuple[CodeFile, ...]
     requirements: tuple[str, ...]
-    ignore_file: str | None
+    #: The ignore files that left something out, as the folder sees them (`../.gitignore`).
+    ignore_sources: tuple[str, ...]
     ignore_files: tuple[str, ...]
     files: tuple[CodeFile, ...]  # every file of the layout, sorted by path
     digest: str
@@ -178,7 +178,8 @@ class Bundle:
         return self.digest[:32]
 
     def describe(self) -> str:
-        ignored = f", {self.ignore_file} applied" if self.ignore_file else ""
+        leave = "leaves" if len(self.ignore_sources) == 1 else "leave"
+        ignored = f", less what {' and '.join(self.ignore_sources)} {leave} out" if self.ignore_sources else ""
         function = " and a function" if self.function else ""
         where = f"{self.folder}: {len(self.user_files):,} files, {self.size:,} bytes{ignored}" if self.folder else ""
         return f"{where or 'no folder'}{function} (sha256 {self.short})"
@@ -323,28 +324,19 @@ def runtime_files() -> tuple[CodeFile, ...]:
     return tuple(files)
 
 
-def _ignore_spec(folder: Path, ignore_files: Sequence[str]) -> tuple[Any, str | None]:
-    import pathspec
-
-    for name in ignore_files:
-        path = folder / name
-        if path.is_file() and not path.is_symlink():
-            with path.open(encoding="utf-8", errors="replace") as handle:
-                lines = handle.read(1 << 20).splitlines()
-            return pathspec.GitIgnoreSpec.from_lines([*ALWAYS_IGNORED, *lines]), name
-    return pathspec.GitIgnoreSpec.from_lines(ALWAYS_IGNORED), None
-
-
-def _walk(folder: Path, limits: Limits, spec: Any) -> Iterator[tuple[str, str, os.stat_result]]:
-    """Every file to ship under `folder`: (relative path, path, its stat), links inside the folder followed.
-    Plain strings and `os.scandir`'s cached stats: a 10,000-file folder is listed in a few tens of ms."""
+def _walk(
+    folder: Path, limits: Limits, rules: ignores.Ignores, sources: set[str]
+) -> Iterator[tuple[str, str, os.stat_result]]:
+    """Every file to ship under `folder`: (relative path, path, its stat), links inside the folder followed and
+    folders that the ignore rules leave out not entered; `sources` gets the ignore files that left something
+    out. Plain strings and `os.scandir`'s cached stats: a 10,000-file folder is listed in a few tens of ms."""
     real_root = os.path.realpath(folder)
     inside = real_root.rstrip(os.sep) + os.sep
     seen_dirs = {real_root}
-    stack: list[tuple[str, str]] = [("", str(folder))]
+    stack: list[tuple[str, str, ignores.Ignores]] = [("", str(folder), rules)]
     count = 0
     while stack:
-        prefix, current = stack.pop()
+        prefix, current, here = stack.pop()
         try:
             entries = sorted(os.scandir(current), key=lambda e: e.name)
         except OSError as exc:
@@ -355,7 +347,10 @@ def _walk(folder: Path, limits: Limits, spec: Any) -> Iterator[tuple[str, str, o
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
                 is_dir = False
-            if spec.match_file(f"{rel}/" if is_dir else rel):
+            source = here.leaves_out(rel, is_dir)
+            if source is not None:
+                if source != ignores.ALWAYS_IGNORED:
+                    sources.add(source)
                 continue
             if entry.is_symlink():
                 real = os.path.realpath(entry.path)
@@ -375,7 +370,7 @@ def _walk(folder: Path, limits: Limits, spec: Any) -> Iterator[tuple[str, str, o
                 if is_dir:
                     seen_dirs.add(real)
             if is_dir:
-                stack.append((f"{rel}/", entry.path))
+                stack.append((f"{rel}/", entry.path, here.entering(entry.path, f"{rel}/")))
                 continue
             try:
                 info = entry.stat(follow_symlinks=True)
@@ -473,7 +468,7 @@ def _bundle(
     if function is not None:
         _FUNCTIONS[function_digest] = function
     if folder is None:
-        return _assemble(None, (), requirements, None, ignore_files, extra, function_digest)
+        return _assemble(None, (), requirements, (), ignore_files, extra, function_digest)
     limits = limits or Limits()
     folder = Path(os.path.abspath(folder))
     if not folder.is_dir():
@@ -481,8 +476,8 @@ def _bundle(
         raise UploadRefused(
             Problem("code", f"{folder} {what}", "name a folder relative to the job file, e.g. code: ./src")
         )
-    spec, used = _ignore_spec(folder, ignore_files)
-    listing = list(_walk(folder, limits, spec))
+    sources: set[str] = set()
+    listing = list(_walk(folder, limits, ignores.for_folder(folder, ignore_files), sources))
     total = sum(info.st_size for _, _, info in listing)
     if total > limits.max_bytes:
         raise UploadRefused(
@@ -495,6 +490,7 @@ def _bundle(
         tuple(requirements),
         tuple(ignore_files),
         function_digest,
+        tuple(sorted(sources)),
         tuple((rel, info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode) for rel, _, info in listing),
     )
     cached = _CACHE.get(key)
@@ -511,7 +507,7 @@ def _bundle(
         )
         for rel, path, info in listing
     )
-    made = _assemble(folder, user, requirements, used, ignore_files, extra, function_digest)
+    made = _assemble(folder, user, requirements, tuple(sorted(sources)), ignore_files, extra, function_digest)
     if len(_CACHE) > 16:
         _CACHE.clear()
     _CACHE[key] = made
@@ -525,7 +521,7 @@ def _assemble(
     folder: Path | None,
     user: tuple[CodeFile, ...],
     requirements: Sequence[str],
-    used: str | None,
+    ignore_sources: tuple[str, ...],
     ignore_files: Sequence[str],
     extra: tuple[CodeFile, ...],
     function_digest: str,
@@ -537,7 +533,14 @@ def _assemble(
     for file in files:
         digest.update(f"{file.path}\0{int(file.executable)}\0{file.size}\0{file.sha256}\n".encode())
     return Bundle(
-        folder, user, tuple(requirements), used, tuple(ignore_files), files, digest.hexdigest(), function_digest
+        folder,
+        user,
+        tuple(requirements),
+        ignore_sources,
+        tuple(ignore_files),
+        files,
+        digest.hexdigest(),
+        function_digest,
     )
 
 

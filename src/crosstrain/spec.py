@@ -490,9 +490,9 @@ class TrainingJob(_Model):
     code: str | CodeFolder | None = Field(
         None,
         description="A local folder shipped with the job, under the job file's folder (relative to it): packaged, "
-        "uploaded, and the command runs from it on every node. `.crosstrainignore` (else `.gitignore`) leaves "
-        "files out. A folder outside the job file's folder is refused unless named as {path: ../shared, "
-        "outside_job_folder: true}.",
+        "uploaded, and the command runs from it on every node. What git ignores there (.gitignore files from the "
+        "repository's root down, .git/info/exclude) and what `.crosstrainignore` lists is left out. A folder "
+        "outside the job file's folder is refused unless named as {path: ../shared, outside_job_folder: true}.",
     )
     requirements: Requirements | None = None
     command: Command | None = None
