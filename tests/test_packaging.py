@@ -243,3 +243,73 @@ def test_a_folder_named_as_outside_the_job_folder_is_shipped(tmp_path: Path) -> 
     assert [f.path for f in made.user_files] == ["crosstrain_code/src/train.py"]
     inside = _tree(tmp_path / "jobs" / "src", {"a.py": ""})
     assert packaging.for_job(load_job(_job_file(tmp_path / "jobs", "./src"))).folder == inside  # type: ignore[union-attr]
+
+
+def test_a_file_rewritten_in_place_after_it_was_hashed_is_refused_not_shipped(tmp_path: Path) -> None:
+    """Same size, same mtime: what a stat cannot tell apart, the digest of the bytes written can."""
+    root = _tree(tmp_path / "src", {"train.py": "A" * 1000})
+    made = packaging.bundle(root)
+    path = root / "train.py"
+    before = path.stat()
+    path.write_text("B" * 1000)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(UploadRefused, match="changed while the code was packaged"):
+        made.archive()
+
+
+def test_every_archive_holds_the_bytes_its_digest_names_while_a_file_is_rewritten(tmp_path: Path) -> None:
+    """A writer flips a file between two same-size contents, restoring its mtime, while bundles are made: each
+    archive is refused or holds exactly the bytes its digest was computed from."""
+    import hashlib
+    import threading
+    import time
+
+    size = 1 << 16
+    root = _tree(tmp_path / "src", {"train.py": "print(1)\n"})
+    path = root / "data.bin"
+    path.write_bytes(b"a" * size)
+    mtime = path.stat().st_mtime_ns
+    stop = threading.Event()
+
+    def rewrite() -> None:
+        with open(path, "r+b", buffering=0) as handle:
+            for turn in range(10**9):
+                if stop.is_set():
+                    return
+                handle.seek(0)
+                handle.write((b"a", b"b")[turn % 2] * size)
+                os.utime(path, ns=(mtime, mtime))
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    shipped = refused = 0
+    deadline = time.monotonic() + 3
+    try:
+        while time.monotonic() < deadline and (shipped < 20 or refused < 20):
+            try:
+                made = packaging.bundle(root)
+                members = _members(made)
+            except UploadRefused:
+                refused += 1
+                continue
+            (file,) = (f for f in made.user_files if f.path.endswith("data.bin"))
+            data = members[f"crosstrain_code-1.0/{file.path}"]
+            assert hashlib.sha256(data).hexdigest() == file.sha256, "an archive disagrees with its digest"
+            shipped += 1
+    finally:
+        stop.set()
+        writer.join()
+    assert shipped
+    assert refused
+
+
+def test_many_tiny_files_are_deflated_for_their_headers_and_padding(tmp_path: Path) -> None:
+    """Each member costs a 512-byte header and pads to 512 bytes: 3,000 files of 400 random bytes are 3 MB
+    stored, half that deflated, though their contents alone do not compress."""
+    root = tmp_path / "src"
+    root.mkdir()
+    for i in range(3000):
+        (root / f"f{i:04d}.bin").write_bytes(os.urandom(400))
+    made = packaging.bundle(root)
+    assert made.compression() == 1
+    assert len(made.archive()) < 3000 * 1024 // 2

@@ -20,7 +20,9 @@ unchanged folder is found where it was uploaded before (nothing is sent again).
 
 Reading follows `crosstrain.uploads`: the folder must be under the job file's folder unless the job says
 otherwise (`code: {path: ..., outside_job_folder: true}`), only files under it, no symlink that leaves it,
-regular files only, and the file count and total size are bounded before anything is read in full.
+regular files only, and the file count and total size are bounded before anything is read in full. What
+goes into an archive is exactly what was hashed: a file's bytes are checked against its digest as they are
+written, so the digest that names an upload always names its bytes.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ VERSION = "1.0"
 ARCHIVE_NAME = f"{PACKAGE}-{VERSION}.tar.gz"
 #: The user's files, under the package: the folder the command runs in.
 SOURCE_DIR = "src"
+#: Where the user's files go in the bundle.
+USER_PREFIX = f"{PACKAGE}/{SOURCE_DIR}/"
 #: The ignore files read at the folder's root after git's rules (`crosstrain.ignores`), the last one last.
 IGNORE_FILES: tuple[str, ...] = (".crosstrainignore",)
 #: Every archive member's mtime: 2000-01-01, after the 1980 floor of the zip files pip builds from an sdist.
@@ -89,24 +93,28 @@ class CodeFile:
     executable: bool = False
     source: Path | None = None  # a file on this machine, or None for generated content
     content: bytes | None = None
-    #: The source's (size, mtime in ns) when it was hashed: a file changed since is refused when read.
+    #: The source's (size, mtime in ns) when it was hashed: `check_unchanged` refuses a file changed since.
     stamp: tuple[int, int] | None = None
+    #: Its deflated size as estimated from the bytes that were hashed (`Bundle.compression`).
+    deflated: float = 0.0
 
     def read(self) -> bytes:
+        """The file's bytes, exactly those its digest names: a file rewritten since it was hashed (even in
+        place, at the same size and mtime) is refused rather than shipped under a digest it does not match."""
         if self.content is not None:
             return self.content
         assert self.source is not None
-        if self.stamp is not None:
-            info = self.source.stat()
-            if (info.st_size, info.st_mtime_ns) != self.stamp:
-                raise UploadRefused(
-                    Problem(
-                        "code",
-                        f"{self.source} changed since the request was rendered",
-                        "render the request again (or submit the job again)",
-                    )
+        data = self.source.read_bytes()
+        if len(data) != self.size or hashlib.sha256(data).hexdigest() != self.sha256:
+            raise UploadRefused(
+                Problem(
+                    "code",
+                    f"{self.source} changed while the code was packaged (its bytes no longer match the digest "
+                    "that names the upload)",
+                    "submit again once the folder is stable (e.g. when training outputs are no longer written into it)",
                 )
-        return self.source.read_bytes()
+            )
+        return data
 
 
 @dataclass(frozen=True)
@@ -185,34 +193,34 @@ class Bundle:
         return f"{where or 'no folder'}{function} (sha256 {self.short})"
 
     def write_archive(self, out: IO[bytes]) -> None:
-        """The sdist: the same bytes for the same files (fixed mtimes, owners and modes, sorted members)."""
+        """The sdist: the same bytes for the same files (fixed mtimes, owners and modes, sorted members). Each
+        file's bytes are those its digest names (`CodeFile.read`)."""
         with (
             gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=self.compression()) as gz,
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
         ):
-            top = f"{PACKAGE}-{VERSION}"
-            members = [*self.files, _generated("PKG-INFO", _pkg_info()), _generated("setup.py", self._setup_py())]
-            for file in sorted(members, key=lambda f: f.path):
-                info = tarfile.TarInfo(f"{top}/{file.path}")
+            for file in self._members():
+                info = tarfile.TarInfo(f"{PACKAGE}-{VERSION}/{file.path}")
                 info.size, info.mtime = file.size, ARCHIVE_MTIME
                 info.mode = 0o755 if file.executable else 0o644
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
-                data = file.read()
-                if len(data) != file.size:
-                    raise _changed(self.folder, file.path)
-                tar.addfile(info, io.BytesIO(data))
+                tar.addfile(info, io.BytesIO(file.read()))
+
+    def _members(self) -> list[CodeFile]:
+        members = [*self.files, _generated("PKG-INFO", _pkg_info()), _generated("setup.py", self._setup_py())]
+        return sorted(members, key=_by_path)
 
     def compression(self) -> int:
-        """The gzip level: 1 where the files compress (source code does, ~4x), 0 (stored) where they are mostly
-        data that does not (weights, archives, images), where deflating costs 5x the time of the whole archive for
-        a few percent. Decided from a 4 KiB sample of each file, so the same files give the same level (and bytes)."""
-        estimate = 0.0  # the archive's deflated size, each file at its sample's ratio
-        for file in self.files:
-            head = file.read()[:SAMPLE] if file.content is not None else _head(file)
-            if head:
-                estimate += file.size * min(1.0, len(zlib.compress(head, 1)) / len(head))
-        return 1 if estimate < 0.8 * max(sum(f.size for f in self.files), 1) else 0
+        """The gzip level: 1 where the archive compresses (source code does, ~4x; so do many small files, whose
+        tar headers and padding are most of the archive), 0 (stored) where it is mostly data that does not
+        (weights, archives, images), where deflating costs 5x the time of the whole archive for a few percent.
+        Decided from a 4 KiB sample of each file, read as it was hashed, so the same files give the same level
+        (and bytes)."""
+        members = self._members()
+        stored = sum(TAR_BLOCK + -(-f.size // TAR_BLOCK) * TAR_BLOCK for f in members) + 2 * TAR_BLOCK
+        deflated = sum(f.deflated + DEFLATED_HEADER for f in members)
+        return 1 if deflated < 0.8 * stored else 0
 
     def archive(self) -> bytes:
         buffer = io.BytesIO()
@@ -243,26 +251,25 @@ class Bundle:
 
 #: The bytes of each file `Bundle.compression` looks at.
 SAMPLE = 4096
+#: A tar member's header, and the unit its data is padded to.
+TAR_BLOCK = 512
+#: What a member's header and padding deflate to, at most, at level 1 (measured: 8 to 26 bytes each among
+#: thousands of small files).
+DEFLATED_HEADER = 64
 
 
-def _head(file: CodeFile) -> bytes:
-    assert file.source is not None
-    with open(file.source, "rb") as handle:
-        return handle.read(SAMPLE)
+def _deflated(size: int, head: bytes) -> float:
+    """A file's deflated size at gzip -1, estimated from its first bytes."""
+    return size * min(1.0, len(zlib.compress(head, 1)) / len(head)) if head else 0.0
 
 
 def _generated(path: str, content: bytes) -> CodeFile:
-    return CodeFile(path, len(content), hashlib.sha256(content).hexdigest(), content=content)
+    digest = hashlib.sha256(content).hexdigest()
+    return CodeFile(path, len(content), digest, content=content, deflated=_deflated(len(content), content[:SAMPLE]))
 
 
 def _pkg_info() -> bytes:
     return f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {VERSION}\n".encode()
-
-
-def _changed(folder: Path | None, path: str) -> UploadRefused:
-    return UploadRefused(
-        Problem("code", f"{path} changed in {folder} while it was packaged", "submit again once the folder is stable")
-    )
 
 
 @functools.cache
@@ -399,8 +406,8 @@ def _walk(
 
 
 _CACHE: dict[tuple[Any, ...], Bundle] = {}
-#: The bundles this process made, by digest: `send` after a render uses the render's (each file's stamp is
-#: checked when it is read, so what is uploaded is what was hashed, or nothing).
+#: The bundles this process made, by digest: `send` after a render uses the render's (each file's bytes are
+#: checked against its digest when read, so what is uploaded is what was hashed, or nothing).
 _MADE: dict[str, Bundle] = {}
 #: Within one render (`rendering()`), a folder is listed once: the probe render and the real one ship the same.
 _SCOPE: contextvars.ContextVar[dict[tuple[Any, ...], Bundle] | None] = contextvars.ContextVar("scope", default=None)
@@ -496,17 +503,7 @@ def _bundle(
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    user = tuple(
-        CodeFile(
-            f"{PACKAGE}/{SOURCE_DIR}/{rel}",
-            info.st_size,
-            _sha256(path, info.st_size, folder, rel),
-            bool(info.st_mode & stat.S_IXUSR),
-            source=Path(path),
-            stamp=(info.st_size, info.st_mtime_ns),
-        )
-        for rel, path, info in listing
-    )
+    user = tuple(_hashed(rel, path, info) for rel, path, info in listing)
     made = _assemble(folder, user, requirements, tuple(sorted(sources)), ignore_files, extra, function_digest)
     if len(_CACHE) > 16:
         _CACHE.clear()
@@ -548,16 +545,29 @@ def _by_path(file: CodeFile) -> str:
     return file.path
 
 
-def _sha256(path: str, size: int, folder: Path, rel: str) -> str:
+def _hashed(rel: str, path: str, info: os.stat_result) -> CodeFile:
+    """The user's file at `path`: its digest, and its deflated size estimated from the same bytes."""
     digest = hashlib.sha256()
+    head = b""
     read = 0
     with open(path, "rb") as handle:
         while chunk := handle.read(1 << 20):
+            head = head or chunk[:SAMPLE]
             digest.update(chunk)
             read += len(chunk)
-    if read != size:
-        raise _changed(folder, rel)
-    return digest.hexdigest()
+    if read != info.st_size:
+        raise UploadRefused(
+            Problem("code", f"{path} changed while the code was packaged", "submit again once the folder is stable")
+        )
+    return CodeFile(
+        f"{USER_PREFIX}{rel}",
+        info.st_size,
+        digest.hexdigest(),
+        bool(info.st_mode & stat.S_IXUSR),
+        source=Path(path),
+        stamp=(info.st_size, info.st_mtime_ns),
+        deflated=_deflated(info.st_size, head),
+    )
 
 
 def for_job(job: Any, *, ignore_files: Sequence[str] = IGNORE_FILES, limits: Limits | None = None) -> Bundle | None:
