@@ -313,3 +313,21 @@ def test_many_tiny_files_are_deflated_for_their_headers_and_padding(tmp_path: Pa
     made = packaging.bundle(root)
     assert made.compression() == 1
     assert len(made.archive()) < 3000 * 1024 // 2
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_naming_it(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "src", {"train.py": ""})
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.py"), "wb"):
+        pass
+    with pytest.raises(UploadRefused) as refused:
+        packaging.bundle(root)
+    problem = refused.value.problem
+    assert problem.path == "code: caf\\xe9.py"
+    assert "is not UTF-8" in problem.message
+    assert "rename it" in problem.fix
+    assert ".crosstrainignore" in problem.fix
+    (root / ".crosstrainignore").write_bytes(b"caf\xe9.py\n")
+    assert sorted(f.path for f in packaging.bundle(root).user_files) == [
+        "crosstrain_code/src/.crosstrainignore",
+        "crosstrain_code/src/train.py",
+    ]

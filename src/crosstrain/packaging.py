@@ -20,9 +20,9 @@ unchanged folder is found where it was uploaded before (nothing is sent again).
 
 Reading follows `crosstrain.uploads`: the folder must be under the job file's folder unless the job says
 otherwise (`code: {path: ..., outside_job_folder: true}`), only files under it, no symlink that leaves it,
-regular files only, and the file count and total size are bounded before anything is read in full. What
-goes into an archive is exactly what was hashed: a file's bytes are checked against its digest as they are
-written, so the digest that names an upload always names its bytes.
+regular files with UTF-8 names only, and the file count and total size are bounded before anything is read in
+full. What goes into an archive is exactly what was hashed: a file's bytes are checked against its digest as
+they are written, so the digest that names an upload always names its bytes.
 """
 
 from __future__ import annotations
@@ -393,6 +393,7 @@ def _walk(
                         "list it in .crosstrainignore",
                     )
                 )
+            _check_name(rel, folder)
             count += 1
             if count > limits.max_files:
                 raise UploadRefused(
@@ -403,6 +404,28 @@ def _walk(
                     )
                 )
             yield rel, entry.path, info
+
+
+def _check_name(name: str, folder: Path | None) -> None:
+    """Refuses a name that is not UTF-8 (a file's, relative to `folder`; or the folder's own, without one): the
+    archive, the digest and every platform's upload spell names in UTF-8, so it could not be shipped as named."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(name).decode("utf-8", "backslashreplace")
+        what = f"the file name {shown} in {folder}" if folder is not None else f"the folder name {shown}"
+        raise UploadRefused(
+            Problem(
+                f"code: {shown}" if folder is not None else "code",
+                f"{what} is not UTF-8 (the bytes shown as \\xNN), which the archive and the platforms cannot carry",
+                "rename it with a UTF-8 name"
+                + (
+                    ", or leave it out with a pattern in .crosstrainignore (e.g. one with a * where those bytes are)"
+                    if folder is not None
+                    else ""
+                ),
+            )
+        ) from None
 
 
 _CACHE: dict[tuple[Any, ...], Bundle] = {}
@@ -483,6 +506,7 @@ def _bundle(
         raise UploadRefused(
             Problem("code", f"{folder} {what}", "name a folder relative to the job file, e.g. code: ./src")
         )
+    _check_name(str(folder), None)
     sources: set[str] = set()
     listing = list(_walk(folder, limits, ignores.for_folder(folder, ignore_files), sources))
     total = sum(info.st_size for _, _, info in listing)
