@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -331,3 +332,51 @@ def test_a_file_name_that_is_not_utf8_is_refused_naming_it(tmp_path: Path) -> No
         "crosstrain_code/src/.crosstrainignore",
         "crosstrain_code/src/train.py",
     ]
+
+
+def test_an_unreadable_file_is_refused_naming_it_with_exit_2(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "project" / "src", {"train.py": "", "secret.key": "k"})
+    (root / "secret.key").chmod(0)
+    prefix: tuple[str, ...] = ()
+    if os.geteuid() == 0:  # root reads any file: run without the capabilities that let it
+        if not Path("/usr/bin/setpriv").exists():
+            pytest.skip("as root, needs setpriv to drop the capability to read unreadable files")
+        prefix = ("setpriv", "--bounding-set=-dac_override,-dac_read_search")
+    done = _cli("render", str(_job_file(tmp_path / "project", "./src")), "-t", "fake", cwd=tmp_path, prefix=prefix)
+    assert done.returncode == 2, done.stderr
+    assert f"code: secret.key: cannot read {root / 'secret.key'}: Permission denied" in done.stderr
+    assert "make it readable" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_code_path_too_long_is_refused_with_exit_2(tmp_path: Path) -> None:
+    done = _cli("render", str(_job_file(tmp_path, "./" + "x" * 300)), "-t", "fake", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "File name too long" in done.stderr
+    assert "use a shorter path" in done.stderr
+
+
+def test_a_full_disk_names_where_the_bundle_was_written_and_what_to_do(tmp_path: Path) -> None:
+    import errno
+    import tempfile
+
+    from crosstrain.errors import SubmitError
+
+    made = packaging.bundle(_tree(tmp_path / "src", {"train.py": ""}))
+
+    class Full(io.RawIOBase):
+        """A temporary file (no name) on a full disk."""
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data: Any) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(SubmitError) as full:
+        made.write_archive(io.BufferedWriter(Full()))
+    assert f"to a temporary file in {tempfile.gettempdir()}: No space left on device" in str(full.value)
+    assert "point TMPDIR at a folder on a disk with room" in str(full.value)
+    if Path("/dev/full").exists():
+        with open("/dev/full", "wb", buffering=0) as out, pytest.raises(SubmitError, match="/dev/full: No space"):
+            made.write_archive(out)

@@ -31,6 +31,7 @@ import ast
 import contextlib
 import contextvars
 import dataclasses
+import errno
 import functools
 import glob
 import gzip
@@ -39,6 +40,7 @@ import io
 import os
 import stat
 import tarfile
+import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -46,7 +48,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from crosstrain import ignores
-from crosstrain.errors import Problem
+from crosstrain.errors import Problem, SubmitError
 from crosstrain.uploads import UploadRefused
 
 PACKAGE = "crosstrain_code"
@@ -104,7 +106,10 @@ class CodeFile:
         if self.content is not None:
             return self.content
         assert self.source is not None
-        data = self.source.read_bytes()
+        try:
+            data = self.source.read_bytes()
+        except OSError as exc:
+            raise ignores.unreadable(str(self.source), f"code: {self.path.removeprefix(USER_PREFIX)}", exc) from None
         if len(data) != self.size or hashlib.sha256(data).hexdigest() != self.sha256:
             raise UploadRefused(
                 Problem(
@@ -196,6 +201,7 @@ class Bundle:
         """The sdist: the same bytes for the same files (fixed mtimes, owners and modes, sorted members). Each
         file's bytes are those its digest names (`CodeFile.read`)."""
         with (
+            writing(_where(out)),
             gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=self.compression()) as gz,
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
         ):
@@ -229,12 +235,13 @@ class Bundle:
 
     def stage(self, dest: Path) -> Path:
         """The bundle unpacked under `dest` (as Azure ML and Databricks receive it); returns the package folder."""
-        for file in self.files:
-            path = dest / file.path
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(file.read())
-            if file.executable:
-                path.chmod(0o755)
+        with writing(str(dest)):
+            for file in self.files:
+                path = dest / file.path
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(file.read())
+                if file.executable:
+                    path.chmod(0o755)
         return dest / PACKAGE
 
     def _setup_py(self) -> bytes:
@@ -266,6 +273,27 @@ def _deflated(size: int, head: bytes) -> float:
 def _generated(path: str, content: bytes) -> CodeFile:
     digest = hashlib.sha256(content).hexdigest()
     return CodeFile(path, len(content), digest, content=content, deflated=_deflated(len(content), content[:SAMPLE]))
+
+
+def _where(out: IO[bytes]) -> str:
+    """Where `out` writes, as a message names it: its path, or the temporary folder of a nameless file."""
+    name = getattr(out, "name", None)
+    return name if isinstance(name, str) else f"a temporary file in {tempfile.gettempdir()}"
+
+
+@contextlib.contextmanager
+def writing(where: str) -> Iterator[None]:
+    """An OS error while the bundle is written (a full disk, a read-only folder) as a `SubmitError` that says
+    where and what to do, rather than a bare `No space left on device`."""
+    try:
+        yield
+    except OSError as exc:
+        fix = {
+            errno.ENOSPC: "free space there, or point TMPDIR at a folder on a disk with room",
+            errno.EDQUOT: "free space there (the disk quota is used up), or point TMPDIR elsewhere",
+            errno.EROFS: "point TMPDIR at a writable folder",
+        }.get(exc.errno or 0, "check that the folder exists and is writable, or point TMPDIR elsewhere")
+        raise SubmitError(f"cannot write the code bundle to {where}: {exc.strerror or exc}. To fix: {fix}") from None
 
 
 def _pkg_info() -> bytes:
@@ -347,7 +375,7 @@ def _walk(
         try:
             entries = sorted(os.scandir(current), key=lambda e: e.name)
         except OSError as exc:
-            raise UploadRefused(Problem("code", f"cannot list {current}: {exc.strerror}", "make it readable")) from None
+            raise ignores.unreadable(current, f"code: {prefix or '.'}", exc) from None
         for entry in entries:
             rel = f"{prefix}{entry.name}"
             try:
@@ -382,9 +410,7 @@ def _walk(
             try:
                 info = entry.stat(follow_symlinks=True)
             except OSError as exc:
-                raise UploadRefused(
-                    Problem(f"code: {rel}", f"cannot read {entry.path}: {exc.strerror}", "make it readable")
-                ) from None
+                raise ignores.unreadable(entry.path, f"code: {rel}", exc) from None
             if not stat.S_ISREG(info.st_mode):
                 raise UploadRefused(
                     Problem(
@@ -501,7 +527,13 @@ def _bundle(
         return _assemble(None, (), requirements, (), ignore_files, extra, function_digest)
     limits = limits or Limits()
     folder = Path(os.path.abspath(folder))
-    if not folder.is_dir():
+    try:
+        is_dir = stat.S_ISDIR(os.stat(folder).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        is_dir = False
+    except OSError as exc:
+        raise ignores.unreadable(str(folder), "code", exc) from None
+    if not is_dir:
         what = "does not exist" if not folder.exists() else "is not a folder"
         raise UploadRefused(
             Problem("code", f"{folder} {what}", "name a folder relative to the job file, e.g. code: ./src")
@@ -574,11 +606,14 @@ def _hashed(rel: str, path: str, info: os.stat_result) -> CodeFile:
     digest = hashlib.sha256()
     head = b""
     read = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            head = head or chunk[:SAMPLE]
-            digest.update(chunk)
-            read += len(chunk)
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                head = head or chunk[:SAMPLE]
+                digest.update(chunk)
+                read += len(chunk)
+    except OSError as exc:
+        raise ignores.unreadable(path, f"code: {rel}", exc) from None
     if read != info.st_size:
         raise UploadRefused(
             Problem("code", f"{path} changed while the code was packaged", "submit again once the folder is stable")

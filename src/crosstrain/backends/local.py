@@ -599,9 +599,10 @@ def _stage(code: CodeRef, folder: Path) -> str:
     run goes through exactly the bytes a cloud target uploads."""
     made = packaging.check_unchanged(code)
     archive = folder / ARCHIVE_NAME
-    with archive.open("wb") as out:
-        made.write_archive(out)
-    extract(str(archive), str(folder))
+    with packaging.writing(str(folder)):
+        with archive.open("wb") as out:
+            made.write_archive(out)
+        extract(str(archive), str(folder))
     return str(folder)
 
 
