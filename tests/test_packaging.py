@@ -47,7 +47,7 @@ def test_the_archive_holds_the_files_less_the_ignored_ones_and_crosstrains_runti
         },
     )
     made = packaging.bundle(root)
-    assert made.ignore_file == ".gitignore"
+    assert made.ignore_sources == (".gitignore",)
     shipped = sorted(f.path.removeprefix("crosstrain_code/src/") for f in made.user_files)
     assert shipped == [".gitignore", "pkg/model.py", "train.py"]
     members = _members(made)
@@ -71,11 +71,11 @@ def test_every_node_side_module_travels() -> None:
     assert not shipped & {"api.py", "spec.py", "packaging.py", "settings.py", "registry.py", "records.py"}
 
 
-def test_crosstrainignore_wins_over_gitignore(tmp_path: Path) -> None:
-    root = _tree(tmp_path, {"a.py": "", "b.py": "", ".gitignore": "a.py\n", ".crosstrainignore": "b.py\n"})
-    made = packaging.bundle(root)
-    assert made.ignore_file == ".crosstrainignore"
-    assert sorted(f.path.rsplit("/", 1)[-1] for f in made.user_files) == [".crosstrainignore", ".gitignore", "a.py"]
+def test_crosstrainignore_adds_to_gitignore_and_can_bring_back_what_it_leaves_out(tmp_path: Path) -> None:
+    files = {"a.py": "", "b.py": "", "c.py": "", ".gitignore": "a.py\nc.py\n", ".crosstrainignore": "b.py\n!c.py\n"}
+    made = packaging.bundle(_tree(tmp_path, files))
+    assert made.ignore_sources == (".crosstrainignore", ".gitignore")
+    assert sorted(f.path.rsplit("/", 1)[-1] for f in made.user_files) == [".crosstrainignore", ".gitignore", "c.py"]
 
 
 def test_same_files_give_the_same_digest_and_bytes_whatever_mtimes_order_or_umask(tmp_path: Path) -> None:
@@ -230,3 +230,191 @@ def test_source_is_deflated_and_incompressible_data_is_stored(tmp_path: Path) ->
     stored = packaging.bundle(data)
     assert stored.compression() == 0
     assert len(stored.archive()) > 1 << 20  # stored, not deflated: no time spent on what does not shrink
+
+
+def _cli(*args: str, cwd: Path, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "crosstrain.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+    )
+
+
+def _job_file(folder: Path, code: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "job.yaml"
+    path.write_text(f"name: j\nimage: img:1\ncode: {code}\ncommand: python train.py\n")
+    return path
+
+
+@pytest.mark.parametrize("how", ["..", "absolute", "symlink"])
+def test_a_code_folder_outside_the_job_files_folder_is_refused(tmp_path: Path, how: str) -> None:
+    """As every other upload: `code: ../home/.aws` shipped the credentials file."""
+    aws = _tree(tmp_path / "home" / ".aws", {"credentials": "[default]\naws_secret_access_key = k\n"})
+    project = tmp_path / "project"
+    if how == "symlink":
+        project.mkdir()
+        (project / "src").symlink_to(aws)
+    code = {"..": "../home/.aws", "absolute": str(aws), "symlink": "./src"}[how]
+    job = load_job(_job_file(project, code))
+    with pytest.raises(UploadRefused) as refused:
+        packaging.for_job(job)
+    problem = refused.value.problem
+    assert problem.path == "code"
+    assert f"outside the job file's folder {project}" in problem.message
+    assert ("through a symlink" in problem.message) == (how == "symlink")
+    assert f"code: {{path: {code}, outside_job_folder: true}}" in problem.fix
+    done = _cli("render", str(project / "job.yaml"), "-t", "fake", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "outside the job file's folder" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_folder_named_as_outside_the_job_folder_is_shipped(tmp_path: Path) -> None:
+    shared = _tree(tmp_path / "shared", {"train.py": "print(1)\n"})
+    path = _job_file(tmp_path / "jobs", "{path: ../shared, outside_job_folder: true}")
+    made = packaging.for_job(load_job(path))
+    assert made is not None
+    assert made.folder == shared
+    assert [f.path for f in made.user_files] == ["crosstrain_code/src/train.py"]
+    inside = _tree(tmp_path / "jobs" / "src", {"a.py": ""})
+    assert packaging.for_job(load_job(_job_file(tmp_path / "jobs", "./src"))).folder == inside  # type: ignore[union-attr]
+
+
+def test_a_file_rewritten_in_place_after_it_was_hashed_is_refused_not_shipped(tmp_path: Path) -> None:
+    """Same size, same mtime: what a stat cannot tell apart, the digest of the bytes written can."""
+    root = _tree(tmp_path / "src", {"train.py": "A" * 1000})
+    made = packaging.bundle(root)
+    path = root / "train.py"
+    before = path.stat()
+    path.write_text("B" * 1000)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(UploadRefused, match="changed while the code was packaged"):
+        made.archive()
+
+
+def test_every_archive_holds_the_bytes_its_digest_names_while_a_file_is_rewritten(tmp_path: Path) -> None:
+    """A writer flips a file between two same-size contents, restoring its mtime, while bundles are made: each
+    archive is refused or holds exactly the bytes its digest was computed from."""
+    import hashlib
+    import threading
+    import time
+
+    size = 1 << 16
+    root = _tree(tmp_path / "src", {"train.py": "print(1)\n"})
+    path = root / "data.bin"
+    path.write_bytes(b"a" * size)
+    mtime = path.stat().st_mtime_ns
+    stop = threading.Event()
+
+    def rewrite() -> None:
+        with open(path, "r+b", buffering=0) as handle:
+            for turn in range(10**9):
+                if stop.is_set():
+                    return
+                handle.seek(0)
+                handle.write((b"a", b"b")[turn % 2] * size)
+                os.utime(path, ns=(mtime, mtime))
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    shipped = refused = 0
+    deadline = time.monotonic() + 3
+    try:
+        while time.monotonic() < deadline and (shipped < 20 or refused < 20):
+            try:
+                made = packaging.bundle(root)
+                members = _members(made)
+            except UploadRefused:
+                refused += 1
+                continue
+            (file,) = (f for f in made.user_files if f.path.endswith("data.bin"))
+            data = members[f"crosstrain_code-1.0/{file.path}"]
+            assert hashlib.sha256(data).hexdigest() == file.sha256, "an archive disagrees with its digest"
+            shipped += 1
+    finally:
+        stop.set()
+        writer.join()
+    assert shipped
+    assert refused
+
+
+def test_many_tiny_files_are_deflated_for_their_headers_and_padding(tmp_path: Path) -> None:
+    """Each member costs a 512-byte header and pads to 512 bytes: 3,000 files of 400 random bytes are 3 MB
+    stored, half that deflated, though their contents alone do not compress."""
+    root = tmp_path / "src"
+    root.mkdir()
+    for i in range(3000):
+        (root / f"f{i:04d}.bin").write_bytes(os.urandom(400))
+    made = packaging.bundle(root)
+    assert made.compression() == 1
+    assert len(made.archive()) < 3000 * 1024 // 2
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_naming_it(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "src", {"train.py": ""})
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.py"), "wb"):
+        pass
+    with pytest.raises(UploadRefused) as refused:
+        packaging.bundle(root)
+    problem = refused.value.problem
+    assert problem.path == "code: caf\\xe9.py"
+    assert "is not UTF-8" in problem.message
+    assert "rename it" in problem.fix
+    assert ".crosstrainignore" in problem.fix
+    (root / ".crosstrainignore").write_bytes(b"caf\xe9.py\n")
+    assert sorted(f.path for f in packaging.bundle(root).user_files) == [
+        "crosstrain_code/src/.crosstrainignore",
+        "crosstrain_code/src/train.py",
+    ]
+
+
+def test_an_unreadable_file_is_refused_naming_it_with_exit_2(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "project" / "src", {"train.py": "", "secret.key": "k"})
+    (root / "secret.key").chmod(0)
+    prefix: tuple[str, ...] = ()
+    if os.geteuid() == 0:  # root reads any file: run without the capabilities that let it
+        if not Path("/usr/bin/setpriv").exists():
+            pytest.skip("as root, needs setpriv to drop the capability to read unreadable files")
+        prefix = ("setpriv", "--bounding-set=-dac_override,-dac_read_search")
+    done = _cli("render", str(_job_file(tmp_path / "project", "./src")), "-t", "fake", cwd=tmp_path, prefix=prefix)
+    assert done.returncode == 2, done.stderr
+    assert f"code: secret.key: cannot read {root / 'secret.key'}: Permission denied" in done.stderr
+    assert "make it readable" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_code_path_too_long_is_refused_with_exit_2(tmp_path: Path) -> None:
+    done = _cli("render", str(_job_file(tmp_path, "./" + "x" * 300)), "-t", "fake", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "File name too long" in done.stderr
+    assert "use a shorter path" in done.stderr
+
+
+def test_a_full_disk_names_where_the_bundle_was_written_and_what_to_do(tmp_path: Path) -> None:
+    import errno
+    import tempfile
+
+    from crosstrain.errors import SubmitError
+
+    made = packaging.bundle(_tree(tmp_path / "src", {"train.py": ""}))
+
+    class Full(io.RawIOBase):
+        """A temporary file (no name) on a full disk."""
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data: Any) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(SubmitError) as full:
+        made.write_archive(io.BufferedWriter(Full()))
+    assert f"to a temporary file in {tempfile.gettempdir()}: No space left on device" in str(full.value)
+    assert "point TMPDIR at a folder on a disk with room" in str(full.value)
+    if Path("/dev/full").exists():
+        with open("/dev/full", "wb", buffering=0) as out, pytest.raises(SubmitError, match="/dev/full: No space"):
+            made.write_archive(out)

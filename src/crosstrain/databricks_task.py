@@ -125,6 +125,52 @@ class DistributorCall:
         return cls(ns.num_processes, ns.local_mode, ns.use_gpu, kind, ns.file or ns.module or ns.shell, args, code)
 
 
+class UnsafeArchive(Exception):
+    """An archive member that a code bundle never holds: the archive is refused."""
+
+
+def checked(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    """`member` made safe to write (a plain mode, no owner from the archive), or `UnsafeArchive` where it is not
+    a regular file or a folder named under the destination."""
+    parts = member.name.replace("\\", "/").split("/")
+    if member.name.startswith(("/", "\\")) or os.path.isabs(member.name) or os.path.splitdrive(member.name)[0]:
+        raise UnsafeArchive(f"{member.name!r} is an absolute name: it would be written outside the folder")
+    if ".." in parts:
+        raise UnsafeArchive(f"{member.name!r} holds '..': it would be written outside the folder")
+    if not (member.isfile() or member.isdir()):
+        kinds = {
+            tarfile.SYMTYPE: "symlink",
+            tarfile.LNKTYPE: "hard link",
+            tarfile.CHRTYPE: "character device",
+            tarfile.BLKTYPE: "block device",
+            tarfile.FIFOTYPE: "fifo",
+        }
+        kind = kinds.get(member.type, f"member of type {member.type!r}")
+        raise UnsafeArchive(f"{member.name!r} is a {kind}; a code bundle holds only files and folders")
+    member.mode = 0o755 if member.isdir() or member.mode & 0o100 else 0o644  # no setuid, setgid or sticky bit
+    member.uid = member.gid = 0  # with no names: root's own files where root unpacks, else the user's
+    member.uname = member.gname = ""
+    return member
+
+
+def extract(archive: str, dest: str) -> None:
+    """Unpack the code bundle `archive` into the folder `dest`, safely on every Python: regular files and folders
+    only, named under `dest`, with plain modes. A link, a device or a fifo is refused (`UnsafeArchive`): a
+    bundle holds none (`crosstrain.packaging` writes files only), and links are how tarfile's own filter was
+    bypassed. Where Python has that `data` filter (3.12, 3.11.4, 3.10.12 on) it applies as well; where it has
+    none (Debian 12's 3.11.2, 3.10.0 to 3.10.11) this check alone stands between the archive and the disk.
+
+    The one extraction of a bundle: the local target imports it, the Vertex FUSE bootstrap runs its source
+    inline, and it lives in this file because the Databricks launcher (this file) runs it before the bundle,
+    and so any other crosstrain module, is unpacked. Standard library only."""
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter=lambda member, path: tarfile.data_filter(checked(member), path))
+        else:
+            for member in tar.getmembers():
+                tar.extract(checked(member), dest)
+
+
 def unpack(code: str) -> Path:
     """The folder holding `crosstrain_code/`: `code` itself, or its archive unpacked once per node.
 
@@ -138,11 +184,7 @@ def unpack(code: str) -> Path:
     if not (folder / PACKAGE).is_dir():
         base.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", dir=base))
-        with tarfile.open(code) as tar:
-            try:
-                tar.extractall(scratch, filter="data")
-            except TypeError:  # a Python without extraction filters (before 3.10.12, 3.11.4)
-                tar.extractall(scratch)  # the archive is the job's own bundle
+        extract(code, str(scratch))
         top = next(p for p in scratch.iterdir() if (p / PACKAGE).is_dir())  # crosstrain_code-1.0/
         try:
             top.rename(folder)

@@ -1,8 +1,8 @@
 """The job's code, as it travels: one deterministic, content-addressed bundle of a local folder.
 
-A job with `code: ./src` ships that folder (less what `.crosstrainignore`, else `.gitignore`, leaves out) and
-crosstrain's own runtime (standard library and torch only), so a stock PyTorch image with no crosstrain
-installed runs it. Every target receives the same layout:
+A job with `code: ./src` ships that folder (less what git ignores there and what `.crosstrainignore` leaves
+out: `crosstrain.ignores`) and crosstrain's own runtime (standard library and torch only), so a stock PyTorch
+image with no crosstrain installed runs it. Every target receives the same layout:
 
     crosstrain_code/__init__.py      empty: the folder is a package, so pip can install it
     crosstrain_code/__main__.py      the bootstrap (`crosstrain.bootstrap`): `python -m crosstrain_code -- CMD`
@@ -18,8 +18,11 @@ files give the same digest and the same archive bytes, whatever the mtimes, the 
 It is part of every upload's destination, so it is part of the request's fingerprint and identity, and an
 unchanged folder is found where it was uploaded before (nothing is sent again).
 
-Reading follows `crosstrain.uploads`: only files under the folder, no symlink that leaves it, regular files
-only, and the file count and total size are bounded before anything is read in full.
+Reading follows `crosstrain.uploads`: the folder must be under the job file's folder unless the job says
+otherwise (`code: {path: ..., outside_job_folder: true}`), only files under it, no symlink that leaves it,
+regular files with UTF-8 names only, and the file count and total size are bounded before anything is read in
+full. What goes into an archive is exactly what was hashed: a file's bytes are checked against its digest as
+they are written, so the digest that names an upload always names its bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import ast
 import contextlib
 import contextvars
 import dataclasses
+import errno
 import functools
 import glob
 import gzip
@@ -36,13 +40,15 @@ import io
 import os
 import stat
 import tarfile
+import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from crosstrain.errors import Problem
+from crosstrain import ignores
+from crosstrain.errors import Problem, SubmitError
 from crosstrain.uploads import UploadRefused
 
 PACKAGE = "crosstrain_code"
@@ -50,10 +56,10 @@ VERSION = "1.0"
 ARCHIVE_NAME = f"{PACKAGE}-{VERSION}.tar.gz"
 #: The user's files, under the package: the folder the command runs in.
 SOURCE_DIR = "src"
-#: The default ignore files, the first one found in the folder's root wins.
-IGNORE_FILES: tuple[str, ...] = (".crosstrainignore", ".gitignore")
-#: What is never shipped: a repository's history.
-ALWAYS_IGNORED = (".git/",)
+#: Where the user's files go in the bundle.
+USER_PREFIX = f"{PACKAGE}/{SOURCE_DIR}/"
+#: The ignore files read at the folder's root after git's rules (`crosstrain.ignores`), the last one last.
+IGNORE_FILES: tuple[str, ...] = (".crosstrainignore",)
 #: Every archive member's mtime: 2000-01-01, after the 1980 floor of the zip files pip builds from an sdist.
 ARCHIVE_MTIME = 946684800
 #: Where the node side starts: what a node runs (the launcher, the Databricks task, a shipped function's runner)
@@ -89,24 +95,31 @@ class CodeFile:
     executable: bool = False
     source: Path | None = None  # a file on this machine, or None for generated content
     content: bytes | None = None
-    #: The source's (size, mtime in ns) when it was hashed: a file changed since is refused when read.
+    #: The source's (size, mtime in ns) when it was hashed: `check_unchanged` refuses a file changed since.
     stamp: tuple[int, int] | None = None
+    #: Its deflated size as estimated from the bytes that were hashed (`Bundle.compression`).
+    deflated: float = 0.0
 
     def read(self) -> bytes:
+        """The file's bytes, exactly those its digest names: a file rewritten since it was hashed (even in
+        place, at the same size and mtime) is refused rather than shipped under a digest it does not match."""
         if self.content is not None:
             return self.content
         assert self.source is not None
-        if self.stamp is not None:
-            info = self.source.stat()
-            if (info.st_size, info.st_mtime_ns) != self.stamp:
-                raise UploadRefused(
-                    Problem(
-                        "code",
-                        f"{self.source} changed since the request was rendered",
-                        "render the request again (or submit the job again)",
-                    )
+        try:
+            data = self.source.read_bytes()
+        except OSError as exc:
+            raise ignores.unreadable(str(self.source), f"code: {self.path.removeprefix(USER_PREFIX)}", exc) from None
+        if len(data) != self.size or hashlib.sha256(data).hexdigest() != self.sha256:
+            raise UploadRefused(
+                Problem(
+                    "code",
+                    f"{self.source} changed while the code was packaged (its bytes no longer match the digest "
+                    "that names the upload)",
+                    "submit again once the folder is stable (e.g. when training outputs are no longer written into it)",
                 )
-        return self.source.read_bytes()
+            )
+        return data
 
 
 @dataclass(frozen=True)
@@ -149,7 +162,8 @@ class Bundle:
     folder: Path | None
     user_files: tuple[CodeFile, ...]
     requirements: tuple[str, ...]
-    ignore_file: str | None
+    #: The ignore files that left something out, as the folder sees them (`../.gitignore`).
+    ignore_sources: tuple[str, ...]
     ignore_files: tuple[str, ...]
     files: tuple[CodeFile, ...]  # every file of the layout, sorted by path
     digest: str
@@ -177,40 +191,42 @@ class Bundle:
         return self.digest[:32]
 
     def describe(self) -> str:
-        ignored = f", {self.ignore_file} applied" if self.ignore_file else ""
+        leave = "leaves" if len(self.ignore_sources) == 1 else "leave"
+        ignored = f", less what {' and '.join(self.ignore_sources)} {leave} out" if self.ignore_sources else ""
         function = " and a function" if self.function else ""
         where = f"{self.folder}: {len(self.user_files):,} files, {self.size:,} bytes{ignored}" if self.folder else ""
         return f"{where or 'no folder'}{function} (sha256 {self.short})"
 
     def write_archive(self, out: IO[bytes]) -> None:
-        """The sdist: the same bytes for the same files (fixed mtimes, owners and modes, sorted members)."""
+        """The sdist: the same bytes for the same files (fixed mtimes, owners and modes, sorted members). Each
+        file's bytes are those its digest names (`CodeFile.read`)."""
         with (
+            writing(_where(out)),
             gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=self.compression()) as gz,
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
         ):
-            top = f"{PACKAGE}-{VERSION}"
-            members = [*self.files, _generated("PKG-INFO", _pkg_info()), _generated("setup.py", self._setup_py())]
-            for file in sorted(members, key=lambda f: f.path):
-                info = tarfile.TarInfo(f"{top}/{file.path}")
+            for file in self._members():
+                info = tarfile.TarInfo(f"{PACKAGE}-{VERSION}/{file.path}")
                 info.size, info.mtime = file.size, ARCHIVE_MTIME
                 info.mode = 0o755 if file.executable else 0o644
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
-                data = file.read()
-                if len(data) != file.size:
-                    raise _changed(self.folder, file.path)
-                tar.addfile(info, io.BytesIO(data))
+                tar.addfile(info, io.BytesIO(file.read()))
+
+    def _members(self) -> list[CodeFile]:
+        members = [*self.files, _generated("PKG-INFO", _pkg_info()), _generated("setup.py", self._setup_py())]
+        return sorted(members, key=_by_path)
 
     def compression(self) -> int:
-        """The gzip level: 1 where the files compress (source code does, ~4x), 0 (stored) where they are mostly
-        data that does not (weights, archives, images), where deflating costs 5x the time of the whole archive for
-        a few percent. Decided from a 4 KiB sample of each file, so the same files give the same level (and bytes)."""
-        estimate = 0.0  # the archive's deflated size, each file at its sample's ratio
-        for file in self.files:
-            head = file.read()[:SAMPLE] if file.content is not None else _head(file)
-            if head:
-                estimate += file.size * min(1.0, len(zlib.compress(head, 1)) / len(head))
-        return 1 if estimate < 0.8 * max(sum(f.size for f in self.files), 1) else 0
+        """The gzip level: 1 where the archive compresses (source code does, ~4x; so do many small files, whose
+        tar headers and padding are most of the archive), 0 (stored) where it is mostly data that does not
+        (weights, archives, images), where deflating costs 5x the time of the whole archive for a few percent.
+        Decided from a 4 KiB sample of each file, read as it was hashed, so the same files give the same level
+        (and bytes)."""
+        members = self._members()
+        stored = sum(TAR_BLOCK + -(-f.size // TAR_BLOCK) * TAR_BLOCK for f in members) + 2 * TAR_BLOCK
+        deflated = sum(f.deflated + DEFLATED_HEADER for f in members)
+        return 1 if deflated < 0.8 * stored else 0
 
     def archive(self) -> bytes:
         buffer = io.BytesIO()
@@ -219,12 +235,13 @@ class Bundle:
 
     def stage(self, dest: Path) -> Path:
         """The bundle unpacked under `dest` (as Azure ML and Databricks receive it); returns the package folder."""
-        for file in self.files:
-            path = dest / file.path
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(file.read())
-            if file.executable:
-                path.chmod(0o755)
+        with writing(str(dest)):
+            for file in self.files:
+                path = dest / file.path
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(file.read())
+                if file.executable:
+                    path.chmod(0o755)
         return dest / PACKAGE
 
     def _setup_py(self) -> bytes:
@@ -241,26 +258,46 @@ class Bundle:
 
 #: The bytes of each file `Bundle.compression` looks at.
 SAMPLE = 4096
+#: A tar member's header, and the unit its data is padded to.
+TAR_BLOCK = 512
+#: What a member's header and padding deflate to, at most, at level 1 (measured: 8 to 26 bytes each among
+#: thousands of small files).
+DEFLATED_HEADER = 64
 
 
-def _head(file: CodeFile) -> bytes:
-    assert file.source is not None
-    with open(file.source, "rb") as handle:
-        return handle.read(SAMPLE)
+def _deflated(size: int, head: bytes) -> float:
+    """A file's deflated size at gzip -1, estimated from its first bytes."""
+    return size * min(1.0, len(zlib.compress(head, 1)) / len(head)) if head else 0.0
 
 
 def _generated(path: str, content: bytes) -> CodeFile:
-    return CodeFile(path, len(content), hashlib.sha256(content).hexdigest(), content=content)
+    digest = hashlib.sha256(content).hexdigest()
+    return CodeFile(path, len(content), digest, content=content, deflated=_deflated(len(content), content[:SAMPLE]))
+
+
+def _where(out: IO[bytes]) -> str:
+    """Where `out` writes, as a message names it: its path, or the temporary folder of a nameless file."""
+    name = getattr(out, "name", None)
+    return name if isinstance(name, str) else f"a temporary file in {tempfile.gettempdir()}"
+
+
+@contextlib.contextmanager
+def writing(where: str) -> Iterator[None]:
+    """An OS error while the bundle is written (a full disk, a read-only folder) as a `SubmitError` that says
+    where and what to do, rather than a bare `No space left on device`."""
+    try:
+        yield
+    except OSError as exc:
+        fix = {
+            errno.ENOSPC: "free space there, or point TMPDIR at a folder on a disk with room",
+            errno.EDQUOT: "free space there (the disk quota is used up), or point TMPDIR elsewhere",
+            errno.EROFS: "point TMPDIR at a writable folder",
+        }.get(exc.errno or 0, "check that the folder exists and is writable, or point TMPDIR elsewhere")
+        raise SubmitError(f"cannot write the code bundle to {where}: {exc.strerror or exc}. To fix: {fix}") from None
 
 
 def _pkg_info() -> bytes:
     return f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {VERSION}\n".encode()
-
-
-def _changed(folder: Path | None, path: str) -> UploadRefused:
-    return UploadRefused(
-        Problem("code", f"{path} changed in {folder} while it was packaged", "submit again once the folder is stable")
-    )
 
 
 @functools.cache
@@ -322,39 +359,33 @@ def runtime_files() -> tuple[CodeFile, ...]:
     return tuple(files)
 
 
-def _ignore_spec(folder: Path, ignore_files: Sequence[str]) -> tuple[Any, str | None]:
-    import pathspec
-
-    for name in ignore_files:
-        path = folder / name
-        if path.is_file() and not path.is_symlink():
-            with path.open(encoding="utf-8", errors="replace") as handle:
-                lines = handle.read(1 << 20).splitlines()
-            return pathspec.GitIgnoreSpec.from_lines([*ALWAYS_IGNORED, *lines]), name
-    return pathspec.GitIgnoreSpec.from_lines(ALWAYS_IGNORED), None
-
-
-def _walk(folder: Path, limits: Limits, spec: Any) -> Iterator[tuple[str, str, os.stat_result]]:
-    """Every file to ship under `folder`: (relative path, path, its stat), links inside the folder followed.
-    Plain strings and `os.scandir`'s cached stats: a 10,000-file folder is listed in a few tens of ms."""
+def _walk(
+    folder: Path, limits: Limits, rules: ignores.Ignores, sources: set[str]
+) -> Iterator[tuple[str, str, os.stat_result]]:
+    """Every file to ship under `folder`: (relative path, path, its stat), links inside the folder followed and
+    folders that the ignore rules leave out not entered; `sources` gets the ignore files that left something
+    out. Plain strings and `os.scandir`'s cached stats: a 10,000-file folder is listed in a few tens of ms."""
     real_root = os.path.realpath(folder)
     inside = real_root.rstrip(os.sep) + os.sep
     seen_dirs = {real_root}
-    stack: list[tuple[str, str]] = [("", str(folder))]
+    stack: list[tuple[str, str, ignores.Ignores]] = [("", str(folder), rules)]
     count = 0
     while stack:
-        prefix, current = stack.pop()
+        prefix, current, here = stack.pop()
         try:
             entries = sorted(os.scandir(current), key=lambda e: e.name)
         except OSError as exc:
-            raise UploadRefused(Problem("code", f"cannot list {current}: {exc.strerror}", "make it readable")) from None
+            raise ignores.unreadable(current, f"code: {prefix or '.'}", exc) from None
         for entry in entries:
             rel = f"{prefix}{entry.name}"
             try:
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
                 is_dir = False
-            if spec.match_file(f"{rel}/" if is_dir else rel):
+            source = here.leaves_out(rel, is_dir)
+            if source is not None:
+                if source != ignores.ALWAYS_IGNORED:
+                    sources.add(source)
                 continue
             if entry.is_symlink():
                 real = os.path.realpath(entry.path)
@@ -374,14 +405,12 @@ def _walk(folder: Path, limits: Limits, spec: Any) -> Iterator[tuple[str, str, o
                 if is_dir:
                     seen_dirs.add(real)
             if is_dir:
-                stack.append((f"{rel}/", entry.path))
+                stack.append((f"{rel}/", entry.path, here.entering(entry.path, f"{rel}/")))
                 continue
             try:
                 info = entry.stat(follow_symlinks=True)
             except OSError as exc:
-                raise UploadRefused(
-                    Problem(f"code: {rel}", f"cannot read {entry.path}: {exc.strerror}", "make it readable")
-                ) from None
+                raise ignores.unreadable(entry.path, f"code: {rel}", exc) from None
             if not stat.S_ISREG(info.st_mode):
                 raise UploadRefused(
                     Problem(
@@ -390,6 +419,7 @@ def _walk(folder: Path, limits: Limits, spec: Any) -> Iterator[tuple[str, str, o
                         "list it in .crosstrainignore",
                     )
                 )
+            _check_name(rel, folder)
             count += 1
             if count > limits.max_files:
                 raise UploadRefused(
@@ -402,9 +432,31 @@ def _walk(folder: Path, limits: Limits, spec: Any) -> Iterator[tuple[str, str, o
             yield rel, entry.path, info
 
 
+def _check_name(name: str, folder: Path | None) -> None:
+    """Refuses a name that is not UTF-8 (a file's, relative to `folder`; or the folder's own, without one): the
+    archive, the digest and every platform's upload spell names in UTF-8, so it could not be shipped as named."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(name).decode("utf-8", "backslashreplace")
+        what = f"the file name {shown} in {folder}" if folder is not None else f"the folder name {shown}"
+        raise UploadRefused(
+            Problem(
+                f"code: {shown}" if folder is not None else "code",
+                f"{what} is not UTF-8 (the bytes shown as \\xNN), which the archive and the platforms cannot carry",
+                "rename it with a UTF-8 name"
+                + (
+                    ", or leave it out with a pattern in .crosstrainignore (e.g. one with a * where those bytes are)"
+                    if folder is not None
+                    else ""
+                ),
+            )
+        ) from None
+
+
 _CACHE: dict[tuple[Any, ...], Bundle] = {}
-#: The bundles this process made, by digest: `send` after a render uses the render's (each file's stamp is
-#: checked when it is read, so what is uploaded is what was hashed, or nothing).
+#: The bundles this process made, by digest: `send` after a render uses the render's (each file's bytes are
+#: checked against its digest when read, so what is uploaded is what was hashed, or nothing).
 _MADE: dict[str, Bundle] = {}
 #: Within one render (`rendering()`), a folder is listed once: the probe render and the real one ship the same.
 _SCOPE: contextvars.ContextVar[dict[tuple[Any, ...], Bundle] | None] = contextvars.ContextVar("scope", default=None)
@@ -472,16 +524,23 @@ def _bundle(
     if function is not None:
         _FUNCTIONS[function_digest] = function
     if folder is None:
-        return _assemble(None, (), requirements, None, ignore_files, extra, function_digest)
+        return _assemble(None, (), requirements, (), ignore_files, extra, function_digest)
     limits = limits or Limits()
     folder = Path(os.path.abspath(folder))
-    if not folder.is_dir():
+    try:
+        is_dir = stat.S_ISDIR(os.stat(folder).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        is_dir = False
+    except OSError as exc:
+        raise ignores.unreadable(str(folder), "code", exc) from None
+    if not is_dir:
         what = "does not exist" if not folder.exists() else "is not a folder"
         raise UploadRefused(
             Problem("code", f"{folder} {what}", "name a folder relative to the job file, e.g. code: ./src")
         )
-    spec, used = _ignore_spec(folder, ignore_files)
-    listing = list(_walk(folder, limits, spec))
+    _check_name(str(folder), None)
+    sources: set[str] = set()
+    listing = list(_walk(folder, limits, ignores.for_folder(folder, ignore_files), sources))
     total = sum(info.st_size for _, _, info in listing)
     if total > limits.max_bytes:
         raise UploadRefused(
@@ -494,23 +553,14 @@ def _bundle(
         tuple(requirements),
         tuple(ignore_files),
         function_digest,
+        tuple(sorted(sources)),
         tuple((rel, info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode) for rel, _, info in listing),
     )
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    user = tuple(
-        CodeFile(
-            f"{PACKAGE}/{SOURCE_DIR}/{rel}",
-            info.st_size,
-            _sha256(path, info.st_size, folder, rel),
-            bool(info.st_mode & stat.S_IXUSR),
-            source=Path(path),
-            stamp=(info.st_size, info.st_mtime_ns),
-        )
-        for rel, path, info in listing
-    )
-    made = _assemble(folder, user, requirements, used, ignore_files, extra, function_digest)
+    user = tuple(_hashed(rel, path, info) for rel, path, info in listing)
+    made = _assemble(folder, user, requirements, tuple(sorted(sources)), ignore_files, extra, function_digest)
     if len(_CACHE) > 16:
         _CACHE.clear()
     _CACHE[key] = made
@@ -524,7 +574,7 @@ def _assemble(
     folder: Path | None,
     user: tuple[CodeFile, ...],
     requirements: Sequence[str],
-    used: str | None,
+    ignore_sources: tuple[str, ...],
     ignore_files: Sequence[str],
     extra: tuple[CodeFile, ...],
     function_digest: str,
@@ -536,7 +586,14 @@ def _assemble(
     for file in files:
         digest.update(f"{file.path}\0{int(file.executable)}\0{file.size}\0{file.sha256}\n".encode())
     return Bundle(
-        folder, user, tuple(requirements), used, tuple(ignore_files), files, digest.hexdigest(), function_digest
+        folder,
+        user,
+        tuple(requirements),
+        ignore_sources,
+        tuple(ignore_files),
+        files,
+        digest.hexdigest(),
+        function_digest,
     )
 
 
@@ -544,16 +601,32 @@ def _by_path(file: CodeFile) -> str:
     return file.path
 
 
-def _sha256(path: str, size: int, folder: Path, rel: str) -> str:
+def _hashed(rel: str, path: str, info: os.stat_result) -> CodeFile:
+    """The user's file at `path`: its digest, and its deflated size estimated from the same bytes."""
     digest = hashlib.sha256()
+    head = b""
     read = 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-            read += len(chunk)
-    if read != size:
-        raise _changed(folder, rel)
-    return digest.hexdigest()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                head = head or chunk[:SAMPLE]
+                digest.update(chunk)
+                read += len(chunk)
+    except OSError as exc:
+        raise ignores.unreadable(path, f"code: {rel}", exc) from None
+    if read != info.st_size:
+        raise UploadRefused(
+            Problem("code", f"{path} changed while the code was packaged", "submit again once the folder is stable")
+        )
+    return CodeFile(
+        f"{USER_PREFIX}{rel}",
+        info.st_size,
+        digest.hexdigest(),
+        bool(info.st_mode & stat.S_IXUSR),
+        source=Path(path),
+        stamp=(info.st_size, info.st_mtime_ns),
+        deflated=_deflated(info.st_size, head),
+    )
 
 
 def for_job(job: Any, *, ignore_files: Sequence[str] = IGNORE_FILES, limits: Limits | None = None) -> Bundle | None:
@@ -562,8 +635,40 @@ def for_job(job: Any, *, ignore_files: Sequence[str] = IGNORE_FILES, limits: Lim
     function = job.function_payload
     if job.code is None and function is None:
         return None
-    folder = job.base_dir / job.code if job.code is not None else None
-    return bundle(folder, requirements_of(job), ignore_files=ignore_files, limits=limits, function=function)
+    return bundle(code_folder(job), requirements_of(job), ignore_files=ignore_files, limits=limits, function=function)
+
+
+def code_folder(job: Any) -> Path | None:
+    """The folder `job.code` names, resolved against the job file's folder; refused where it lies outside that
+    folder (by `..`, an absolute path or a symlink), as every other upload is, unless the job names it with
+    `outside_job_folder: true`: a job file must not ship ~/.aws because it says `code: ../../.aws`."""
+    from crosstrain.spec import CodeFolder
+
+    code = job.code
+    if code is None:
+        return None
+    name, outside = (code.path, code.outside_job_folder) if isinstance(code, CodeFolder) else (code, False)
+    root = Path(os.path.abspath(job.base_dir))
+    folder = Path(os.path.normpath(root / name))
+    if outside:
+        return folder
+    real_root, real = Path(os.path.realpath(root)), Path(os.path.realpath(folder))
+    if not _under(root, folder) or not _under(real_root, real):
+        how = "" if not _under(root, folder) else f" through a symlink (it is {real})"
+        raise UploadRefused(
+            Problem(
+                "code",
+                f"{name} is outside the job file's folder {root}{how} (for a job made in Python, the current "
+                "folder); crosstrain ships a folder from elsewhere only when the job says so",
+                f"move the job file to a folder that holds the code, or name it as outside the job folder: "
+                f"code: {{path: {name}, outside_job_folder: true}}",
+            )
+        )
+    return folder
+
+
+def _under(root: Path, path: Path) -> bool:
+    return path == root or root in path.parents
 
 
 #: The most a requirements file may hold.

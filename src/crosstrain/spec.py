@@ -467,6 +467,28 @@ Requirements = Annotated[
 ]
 
 
+def _code_folder(value: str) -> str:
+    if not value.strip() or "\x00" in value:
+        raise _invalid(f"{value!r} is not a folder", "name a folder relative to the job file, e.g. ./src")
+    return value
+
+
+class CodeFolder(_Model):
+    """`code` as a mapping: a folder outside the job file's folder, shipped because the job says so by name."""
+
+    path: str = Field(description="The folder, relative to the job file (or absolute).")
+    outside_job_folder: bool = Field(
+        False,
+        description="Ship the folder although it is outside the job file's folder (through '..', an absolute "
+        "path or a symlink). Without it such a folder is refused, so a job file cannot ship e.g. ~/.aws unnoticed.",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        return _code_folder(value)
+
+
 class TrainingJob(_Model):
     """A distributed training job, independent of where it runs."""
 
@@ -489,10 +511,12 @@ class TrainingJob(_Model):
         "runtime, GPU or CPU by the machine) or `pytorch:MAJOR.MINOR`. A target's own runtime names go in its "
         "settings (targets.<target>.environment).",
     )
-    code: str | None = Field(
+    code: str | CodeFolder | None = Field(
         None,
-        description="A local folder shipped with the job (relative to the job file): packaged, uploaded, and the "
-        "command runs from it on every node. `.crosstrainignore` (else `.gitignore`) leaves files out.",
+        description="A local folder shipped with the job, under the job file's folder (relative to it): packaged, "
+        "uploaded, and the command runs from it on every node. What git ignores there (.gitignore files from the "
+        "repository's root down, .git/info/exclude) and what `.crosstrainignore` lists is left out. A folder "
+        "outside the job file's folder is refused unless named as {path: ../shared, outside_job_folder: true}.",
     )
     requirements: Requirements | None = None
     command: Command | None = None
@@ -708,10 +732,8 @@ class TrainingJob(_Model):
 
     @field_validator("code")
     @classmethod
-    def _code(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or "\x00" in value):
-            raise _invalid(f"{value!r} is not a folder", "name a folder relative to the job file, e.g. ./src")
-        return value
+    def _code(cls, value: str | CodeFolder | None) -> str | CodeFolder | None:
+        return _code_folder(value) if isinstance(value, str) else value
 
     @field_validator("name")
     @classmethod

@@ -988,12 +988,15 @@ def test_code_renders_the_sdks_code_asset_calls_and_runs_from_the_snapshot(tmp_p
     assert render(code_job(folder)).fingerprint != request.fingerprint
 
 
-def test_amlignore_wins_over_gitignore_as_in_the_sdk(tmp_path: Path) -> None:
+def test_amlignore_adds_to_gitignore_unlike_the_sdk(tmp_path: Path) -> None:
+    """azure-ai-ml reads .amlignore instead of .gitignore; here it applies after git's rules: it leaves more out,
+    and only its own `!pattern` brings back what .gitignore leaves out."""
     folder = code_folder(tmp_path)
-    (folder / ".amlignore").write_text("*.pyc\n")  # data/ is shipped now
+    (folder / "notes.md").write_text("draft\n")
+    (folder / ".amlignore").write_text("*.md\n!data/\n")
     blobs = [b["name"] for b in render(code_job(folder)).calls[3].body["blobs"]]
     assert any(b.endswith("crosstrain_code/src/data/big.bin") for b in blobs)
-    assert not any(b.endswith(".pyc") for b in blobs)
+    assert not any(b.endswith((".pyc", ".md")) for b in blobs)
 
 
 def test_requirements_are_installed_by_the_bootstrap(tmp_path: Path) -> None:

@@ -168,7 +168,9 @@ def test_handle_string_reconnects_in_a_new_backend(tmp_path: Path) -> None:
     assert again.status().state is JobState.SUCCEEDED
 
 
-def test_code_is_uploaded_once_by_its_digest_and_unpacks_to_the_folder(tmp_path: Path) -> None:
+def test_code_is_uploaded_once_by_its_digest_and_unpacks_to_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import io
     import tarfile
 
@@ -180,7 +182,8 @@ def test_code_is_uploaded_once_by_its_digest_and_unpacks_to_the_folder(tmp_path:
     (src / "pkg" / "util.py").write_text("X = 2\n")
     (src / "junk.log").write_text("noise\n")
     (src / ".crosstrainignore").write_text("*.log\n")
-    job = job_from_dict({"name": "shipped", "code": str(src), "command": "python train.py"})
+    monkeypatch.chdir(tmp_path)  # a job made in Python names its folder from the current one
+    job = job_from_dict({"name": "shipped", "code": "src", "command": "python train.py"})
     settings = {"root": str(tmp_path / "cloud")}
     first = FakeBackend()
     handle = first.submit(job, settings)

@@ -4,6 +4,7 @@ training command runs where the platform starts one process per node."""
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import parse_qs, urlencode
@@ -13,6 +14,7 @@ from pydantic import AfterValidator
 from crosstrain import secrets
 from crosstrain.backends.base import launcher_command
 from crosstrain.backends.binding import shown
+from crosstrain.databricks_task import UnsafeArchive, checked, extract
 from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError, Unsupported
 from crosstrain.records import HttpCall, JobHandle, Request
 
@@ -252,12 +254,15 @@ def code_refusals(job: TrainingJob, staging_bucket: str | None, target: str, pla
 
 
 #: Run on a container that is not a pre-built one: unpack the sdist from the Cloud Storage FUSE mount into a
-#: fresh folder and start the bootstrap there. Standard library only (no pip); argv: ARCHIVE [BOOTSTRAP ARGS...].
+#: fresh folder, with crosstrain's one safe extraction (`databricks_task.extract`, its source inline: nothing of
+#: crosstrain is there yet), and start the bootstrap there. Standard library only (no pip); argv: ARCHIVE
+#: [BOOTSTRAP ARGS...].
 FUSE_BOOTSTRAP = (
+    "from __future__ import annotations\n"
     "import os, sys, tarfile, tempfile\n"
-    "d = tempfile.mkdtemp(prefix='crosstrain-code-')\n"
-    "with tarfile.open(sys.argv[1]) as t:\n"
-    "    t.extractall(d, **({'filter': 'data'} if hasattr(tarfile, 'data_filter') else {}))\n"
+    + "".join(inspect.getsource(part) for part in (UnsafeArchive, checked, extract))
+    + "d = tempfile.mkdtemp(prefix='crosstrain-code-')\n"
+    "extract(sys.argv[1], d)\n"
     "os.chdir(os.path.join(d, 'crosstrain_code-1.0'))\n"
     "os.execv(sys.executable, [sys.executable, '-m', 'crosstrain_code', *sys.argv[2:]])\n"
 )

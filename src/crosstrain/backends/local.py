@@ -22,7 +22,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -34,6 +33,7 @@ from crosstrain import catalog, data, locations, packaging
 from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command, read_bounded
 from crosstrain.backends.binding import shown
 from crosstrain.backends.emulation import LOOPBACK, PATH, PORT, RUN_DIR, STAGE_DIR, Emulation, Node, ranks
+from crosstrain.databricks_task import extract
 from crosstrain.errors import (
     CrosstrainError,
     FunctionFailed,
@@ -650,10 +650,10 @@ def _stage(code: CodeRef, folder: Path) -> str:
     run goes through exactly the bytes a cloud target uploads."""
     made = packaging.check_unchanged(code)
     archive = folder / ARCHIVE_NAME
-    with archive.open("wb") as out:
-        made.write_archive(out)
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder, filter="data")
+    with packaging.writing(str(folder)):
+        with archive.open("wb") as out:
+            made.write_archive(out)
+        extract(str(archive), str(folder))
     return str(folder)
 
 

@@ -35,9 +35,11 @@ FINGERPRINT_PROPERTY = "crosstrain.fingerprint"
 CODE_API_VERSION = "2023-04-01"
 #: `_asset_utils.get_content_hash_version()`: the content hash the service indexes code versions by.
 CODE_HASH_VERSION = 202208
-#: Ignore files, the first found in the code folder's root wins: `.amlignore` before `.gitignore` as azure-ai-ml
-#: reads them (`get_ignore_file`), crosstrain's own `.crosstrainignore` between the two.
-AML_IGNORE_FILES = (".amlignore", ".crosstrainignore", ".gitignore")
+#: The ignore files read at the code folder's root after git's rules (`crosstrain.ignores`): the SDK's
+#: `.amlignore`, then crosstrain's own. Unlike azure-ai-ml, which reads `.amlignore` instead of `.gitignore`,
+#: both add to git's rules, so a file .gitignore keeps out (a key, an .env) is not shipped because an .amlignore
+#: exists; a `!pattern` in either brings back what git's rules leave out.
+AML_IGNORE_FILES = (".amlignore", ".crosstrainignore")
 #: What the blob upload call's URL starts with: the container SAS URL that only startPendingUpload's answer
 #: gives (`blobReferenceForConsumption.credential.sasUri`), filled in by submit.
 SAS_CONTAINER = "{sasUri}"

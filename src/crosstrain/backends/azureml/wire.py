@@ -27,7 +27,6 @@ from crosstrain.backends.azureml.settings import (
 )
 from crosstrain.errors import Problem, SubmitError
 from crosstrain.records import HttpCall, Request
-from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:
     from crosstrain.spec import TrainingJob
@@ -72,16 +71,7 @@ def code_content_hash(files: tuple[packaging.CodeFile, ...]) -> str:
         digest.update(f"#{file.path}#".encode())
         digest.update(str(file.size).encode())
     for file in ordered:
-        data = file.read()
-        if len(data) != file.size:
-            raise UploadRefused(
-                Problem(
-                    "code",
-                    f"{file.path} changed while it was read",
-                    "submit again once the folder is stable",
-                )
-            )
-        digest.update(data)
+        digest.update(file.read())
     if len(_CONTENT_HASHES) > 16:
         _CONTENT_HASHES.clear()
     _CONTENT_HASHES[key] = digest.hexdigest()

@@ -1,0 +1,225 @@
+"""What a code folder leaves out: git's ignore rules, read where git reads them, then crosstrain's own files.
+
+A folder ships what `git ls-files --cached --others --exclude-standard` lists in it, tracked or not, so a file
+that git ignores is not uploaded wherever `code:` points inside the repository. The rules are read as git
+reads them:
+
+* every `.gitignore` from the root of the repository that holds the folder down to the folder and inside it,
+  each one's patterns relative to its own folder, a deeper one overriding those above it;
+* the repository's `.git/info/exclude` (a worktree's or a submodule's, through its `.git` file), below them;
+* a UTF-8 byte-order mark and a `\\r` before each line end are dropped, a symlinked ignore file is not read.
+
+Not read: git's `core.excludesFile` (e.g. `~/.config/git/ignore`), one user's setting, so the same folder gives
+the same bundle on every machine. Outside a repository, the folder's own `.gitignore` files still apply.
+
+The extra files at the folder's root (`.crosstrainignore`; `.amlignore` too on Azure ML) apply after git's: they
+leave more out, and a `!pattern` there brings back what git's rules left out. `.git` itself never ships.
+
+Each pattern is compiled by pathspec's gitignore pattern and matched against one path exactly, as git matches
+it (a trailing `/` makes it match folders only); a folder left out is not entered, so nothing under it can
+come back, which is git's rule too.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import re
+import stat
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crosstrain.errors import Problem
+from crosstrain.uploads import UploadRefused
+
+#: The most of an ignore file that is read: no real one comes near.
+MAX_BYTES = 1 << 20
+#: Never shipped, whatever the rules say: a repository's history.
+ALWAYS_IGNORED = ".git"
+#: In pathspec's regular expressions, the `/` after a folder the pattern matched, where the path goes on below
+#: it: a match through it is a match of a parent folder, which the walk has already decided, so it is made to
+#: fail. And a negated bracket (`[!a]`, `[^a]`) never matches a `/` in git, as pathspec's may: `/` is added to it.
+_BELOW = "(?P<ps_d>/)"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The patterns of one ignore file, for paths relative to the code folder."""
+
+    #: The file, relative to the code folder (`../.gitignore` for one above it).
+    source: str
+    #: Makes a code-folder path relative to the file's folder: this prefix added ...
+    prefix: str
+    #: ... after this many leading characters are removed (a nested file's folder).
+    strip: int
+    #: (regex, folders only, whether a match ignores), the last pattern first: the last match wins.
+    patterns: tuple[tuple[re.Pattern[str], bool, bool], ...]
+
+    def decides(self, rel: str, is_dir: bool) -> bool | None:
+        """True where the file leaves `rel` out, False where a `!pattern` keeps it, None where none matches."""
+        path = self.prefix + rel[self.strip :]
+        for regex, dirs_only, ignores in self.patterns:
+            if (is_dir or not dirs_only) and regex.search(path):
+                return ignores
+        return None
+
+
+@dataclass(frozen=True)
+class Ignores:
+    """The rules that apply in one folder of the walk, the first to decide first."""
+
+    extra: tuple[Rules, ...]  # the extra files, the last listed first
+    git: tuple[Rules, ...]  # the .gitignore files of this folder and those above it, the deepest first
+    exclude: tuple[Rules, ...]  # the repository's info/exclude, if it holds a pattern
+
+    def leaves_out(self, rel: str, is_dir: bool) -> str | None:
+        """The ignore file that leaves `rel` (relative to the code folder, a folder's without a trailing `/`) out,
+        `ALWAYS_IGNORED` for `.git`, or None where it ships."""
+        if rel.rsplit("/", 1)[-1] == ALWAYS_IGNORED:
+            return ALWAYS_IGNORED
+        for rules in (*self.extra, *self.git, *self.exclude):
+            decided = rules.decides(rel, is_dir)
+            if decided is not None:
+                return rules.source if decided else None
+        return None
+
+    def entering(self, path: str, rel: str) -> Ignores:
+        """The rules inside the folder `path` (`rel/` relative to the code folder): its .gitignore added."""
+        rules = read_rules(os.path.join(path, ".gitignore"), f"{rel}.gitignore", "", len(rel))
+        return self if rules is None else Ignores(self.extra, (rules, *self.git), self.exclude)
+
+
+def for_folder(folder: Path, extra_files: Sequence[str]) -> Ignores:
+    """The rules at the root of `folder` (absolute): git's, from its repository down, then `extra_files`."""
+    extra = []
+    for name in extra_files:
+        rules = read_rules(str(folder / name), name, "", 0)
+        if rules is not None:
+            extra.append(rules)
+    git: list[Rules] = []
+    exclude: list[Rules] = []
+    repository = _repository(folder)
+    if repository is not None:
+        top, common = repository
+        for above in reversed(folder.relative_to(top).parents):  # the repository's root first
+            base = top / above
+            shown = os.path.relpath(base / ".gitignore", folder)
+            rules = read_rules(str(base / ".gitignore"), shown, _prefix(folder, base), 0)
+            if rules is not None:
+                git.insert(0, rules)
+        if common is not None:
+            info = common / "info" / "exclude"
+            rules = read_rules(str(info), os.path.relpath(info, folder), _prefix(folder, top), 0)
+            if rules is not None:
+                exclude.append(rules)
+    return Ignores(tuple(reversed(extra)), tuple(git), tuple(exclude)).entering(str(folder), "")
+
+
+def _prefix(folder: Path, base: Path) -> str:
+    """What makes a path relative to `folder` relative to `base`, a folder that holds it."""
+    inside = folder.relative_to(base).as_posix()
+    return "" if inside == "." else f"{inside}/"
+
+
+def _repository(folder: Path) -> tuple[Path, Path | None] | None:
+    """The work tree that holds `folder` (absolute) and the git folder whose `info/exclude` applies (None where
+    its `.git` file names none): the nearest folder upwards with a `.git` folder or file."""
+    for top in (folder, *folder.parents):
+        dot = top / ".git"
+        if dot.is_dir():
+            return top, dot
+        if dot.is_file():
+            return top, _git_folder(dot)
+    return None
+
+
+def _git_folder(dot: Path) -> Path | None:
+    """The common git folder a `.git` file points to (`gitdir: PATH`, then its `commondir` for a worktree)."""
+    try:
+        text = dot.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    gitdir = dot.parent / text.removeprefix("gitdir:").strip()
+    try:
+        common = (gitdir / "commondir").read_text(encoding="utf-8", errors="surrogateescape").strip()
+    except OSError:
+        return gitdir
+    return gitdir / common
+
+
+def read_rules(path: str, source: str, prefix: str, strip: int) -> Rules | None:
+    """The patterns of the ignore file at `path`, or None where there is none (no file, a symlink, a folder)
+    or it holds no pattern. A file that cannot be read is refused: what it would leave out might be a secret."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):  # none, or a symlink (git does not follow it)
+            return None
+        raise unreadable(path, f"code: {source}", exc) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_BYTES)
+    except OSError as exc:
+        raise unreadable(path, f"code: {source}", exc) from None
+    finally:
+        os.close(fd)
+    patterns = compile_lines(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogateescape").split("\n"))
+    return Rules(source, prefix, strip, patterns) if patterns else None
+
+
+def compile_lines(lines: Sequence[str]) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:
+    """The patterns of an ignore file's lines, the last first. A pattern git cannot read (a lone `!`, a
+    trailing `\\`) never matches there, so it is dropped here."""
+    factory = _pattern_factory()
+    compiled = []
+    for raw in lines:
+        line = _trim(raw.removesuffix("\r"))
+        dirs_only = len(line) > 1 and line.endswith("/") and not line.startswith("#")
+        try:
+            pattern = factory(line[:-1] if dirs_only else line)
+        except ValueError:
+            continue
+        regex = getattr(pattern, "regex", None)
+        if pattern.include is None or regex is None:  # a comment or a blank line
+            continue
+        exact = re.compile(regex.pattern.replace(_BELOW, "(?!)").replace("[^", "[^/"), regex.flags)
+        compiled.append((exact, dirs_only, bool(pattern.include)))
+    return tuple(reversed(compiled))
+
+
+def _trim(line: str) -> str:
+    """`line` less its trailing spaces, but for one escaped by a backslash (git's `trim_trailing_spaces`)."""
+    trimmed = line.rstrip(" ")
+    if trimmed != line and trimmed.endswith("\\") and (len(trimmed) - len(trimmed.rstrip("\\"))) % 2:
+        return f"{trimmed} "
+    return trimmed
+
+
+@functools.cache
+def _pattern_factory() -> Callable[[str], Any]:
+    """pathspec's gitignore pattern class: `GitIgnoreSpecPattern` from pathspec 1, `GitWildMatchPattern` before."""
+    import pathspec
+
+    return type(pathspec.GitIgnoreSpec.from_lines(["x"]).patterns[0])
+
+
+def unreadable(path: str, field: str, exc: OSError) -> UploadRefused:
+    """An OS error reading `path` for the code bundle, as a refusal that names it and says what to do."""
+    shown = path if len(path) <= 200 else f"{path[:80]}...{path[-100:]}"
+    fixes = {
+        errno.EACCES: "make it readable (chmod u+r), or leave it out with a pattern in .crosstrainignore",
+        errno.EPERM: "make it readable, or leave it out with a pattern in .crosstrainignore",
+        errno.ENAMETOOLONG: "use a shorter path (a folder nearer the job file, shorter folder names)",
+        errno.ENOENT: "it was removed while the folder was packaged: submit again once the folder is stable",
+        errno.ELOOP: "remove the symlink loop",
+    }
+    return UploadRefused(
+        Problem(field, f"cannot read {shown}: {exc.strerror or exc}", fixes.get(exc.errno or 0, "check the path"))
+    )
