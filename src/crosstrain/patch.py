@@ -116,6 +116,34 @@ def problems(
     return found
 
 
+#: Overrides said one by one; past this many, one more note counts the rest.
+MAX_OVERRIDE_NOTES = 12
+
+
+def overrides(body: Any, patch: Any, prefix: str) -> list[str]:
+    """A note for every value the render put in `body` that `patch` changes or removes: the plan built it from
+    the job, and the patch overrides it, which the render must say (a patch that adds a field says nothing)."""
+    merged = merge(body, patch)
+    changed = [(path, old) for path, old in _leaves(body) if _get(merged, path) != old]
+    notes = []
+    for path, old in changed[:MAX_OVERRIDE_NOTES]:
+        new = _get(merged, path)
+        what = "removes" if new is None else f"sets it to {_shown(new)} over"
+        notes.append(f"{prefix} overrides {_dotted(path).lstrip('.')}: it {what} {_shown(old)}, from the job's plan")
+    if len(changed) > MAX_OVERRIDE_NOTES:
+        notes.append(f"{prefix} overrides {len(changed) - MAX_OVERRIDE_NOTES} more rendered value(s)")
+    return notes
+
+
+def _leaves(value: Any, path: Path = ()) -> list[tuple[Path, Any]]:
+    """Every scalar in a JSON value, with its path."""
+    if isinstance(value, dict):
+        return [leaf for key, item in value.items() for leaf in _leaves(item, (*path, key))]
+    if isinstance(value, list):
+        return [leaf for index, item in enumerate(value) for leaf in _leaves(item, (*path, index))]
+    return [(path, value)]
+
+
 def _expand(body: Any, pattern: Path) -> list[Path]:
     """`pattern`'s paths in `body`, each "*" standing for every index of the list found there."""
     paths: list[Path] = [()]

@@ -498,3 +498,35 @@ def test_removing_any_field_is_refused_or_reads_back_everywhere(target: str) -> 
     assert tried > 20
     assert refusals
     assert all(path for _, path in refusals), refusals
+
+
+def test_a_patch_that_overrides_the_plan_says_so_value_by_value() -> None:
+    """The plan built each value from the job; a patch may change one, and the render says which and how."""
+    job = deep_merge(BASE_JOB, {"primary": {"machine": "V100:1"}, "workers": {"replicas": 1, "machine": "V100:1"}})
+    rendered = create_backend("vertex", environ={}).render(job_from_dict(job), {"project": "p"})
+    pools = rendered.create.body["jobSpec"]["workerPoolSpecs"]
+    slower = [merge(pool, {"machineSpec": {"acceleratorType": "NVIDIA_TESLA_T4"}}) for pool in pools]
+    patch = {"displayName": "mine", "jobSpec": {"workerPoolSpecs": slower, "enableWebAccess": True}}
+    request = create_backend("vertex", environ={}).render(
+        job_from_dict(deep_merge(job, {"targets": {"vertex": {"patch": patch}}})), {"project": "p"}
+    )
+    overrides = [note for note in request.notes if " overrides " in note]
+    assert any("displayName" in note and '"mine"' in note for note in overrides)
+    for index in range(len(pools)):
+        assert any(
+            f"jobSpec.workerPoolSpecs[{index}].machineSpec.acceleratorType" in note
+            and "NVIDIA_TESLA_T4" in note
+            and "NVIDIA_TESLA_V100" in note
+            for note in overrides
+        ), overrides
+    assert not any("enableWebAccess" in note for note in overrides)  # added, not overridden
+
+
+def test_a_reduction_server_without_gpus_says_so_plainly() -> None:
+    job = deep_merge(BASE_JOB, {"primary": {"machine": "n1-standard-8"}, "workers": {"replicas": 1}})
+    job["workers"]["machine"] = "n1-standard-8"
+    job["reduction_server"] = {"replicas": 1}
+    with pytest.raises(SpecError) as refused:
+        create_backend("vertex", environ={}).render(job_from_dict(job), {"project": "p"})
+    assert "neither primary nor workers have GPUs" in str(refused.value)
+    assert "have no GPUs" not in str(refused.value)

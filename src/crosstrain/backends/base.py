@@ -719,12 +719,14 @@ def read_bounded(path: Path, what: str, limit: int = MAX_RESULT_BYTES) -> bytes:
 
 
 def patched(request: Request, patch: dict[str, Any], target: str) -> Request:
-    """`request` with `patch` merged (RFC 7396) into the body of its create call, and a note saying so."""
-    from crosstrain.patch import merge
+    """`request` with `patch` merged (RFC 7396) into the body of its create call, a note saying so, and one
+    for every value of the plan the patch overrides."""
+    from crosstrain.patch import merge, overrides
 
     create = dataclasses.replace(request.create, body=merge(request.create.body, patch))
-    note = f"targets.{target}.patch is merged into the create call's body (RFC 7396)"
-    return dataclasses.replace(request, calls=(*request.calls[:-1], create), notes=(*request.notes, note))
+    where = f"targets.{target}.patch"
+    notes = [f"{where} is merged into the create call's body (RFC 7396)", *overrides(request.create.body, patch, where)]
+    return dataclasses.replace(request, calls=(*request.calls[:-1], create), notes=(*request.notes, *notes))
 
 
 def _digest(request: Request) -> str:

@@ -306,13 +306,13 @@ def _reduction_server_problems(job: TrainingJob, machines: Mapping[str, _Machine
         )
     without = [r for r in ("primary", "workers") if r in machines and not machines[r].gpu_count]
     if without:
-        which = "neither primary nor workers have" if len(without) == 2 else f"{without[0]} has"
+        which = "neither primary nor workers have GPUs" if len(without) == 2 else f"{without[0]} has no GPUs"
         pools = job.pools()
         path = next(p.machine_path for p in pools if p.role == without[0]) if len(without) == 1 else "reduction_server"
         problems.append(
             Problem(
                 path,
-                f"the reduction server speeds up NCCL all-reduce between GPU nodes, and {which} no GPUs",
+                f"the reduction server speeds up NCCL all-reduce between GPU nodes, and {which}",
                 f"give {' and '.join(without)} GPUs (e.g. `machine: A100:8`), or remove `reduction_server`",
             )
         )
