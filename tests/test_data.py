@@ -102,6 +102,8 @@ def test_short_and_long_forms_mean_the_same_location() -> None:
         ({"inputs": {"train": {"path": "gs://b/d", "mode": "copy"}}}, "inputs.train.mode", "not a data mode", ""),
         ({"inputs": {"t": {"path": "gs://b/d/", "type": "file"}}}, "inputs.t", "names a folder", "type: folder"),
         ({"inputs": {"t": {"path": "s3://b/d", "type": "table"}}}, "inputs.t", "mltable", "type: folder"),
+        ({"inputs": {"m": {"path": "gs://b/m/", "type": "mlflow_model"}}}, "inputs.m", "Azure ML model", "folder"),
+        ({"outputs": {"m": {"path": "s3://b/m/", "type": "custom_model"}}}, "outputs.m", "Azure ML model", "folder"),
         ({"inputs": {"t": "ftp://host/d"}}, "inputs.t.path", "no ftp:// locations", "gs://BUCKET/PATH"),
         ({"inputs": {"t": "azureml:cifar"}}, "inputs.t.path", "not a registered data asset", "azureml:NAME:VERSION"),
         ({"inputs": {"t": "gs://"}}, "inputs.t.path", "names no bucket", ""),
@@ -392,3 +394,19 @@ def test_placing_the_paths_sets_no_field_the_user_did_not() -> None:
     assert placed.model_fields_set == spec.model_fields_set
     for role in ("primary", "workers"):
         assert getattr(placed, role).model_fields_set == getattr(spec, role).model_fields_set
+
+
+@pytest.mark.parametrize(("target", "settings"), [("vertex", {"project": "p"}), ("aiplatform", {"project": "p"})])
+def test_a_model_is_read_by_azure_ml_alone(target: str, settings: dict[str, Any]) -> None:
+    job = {
+        "name": "m",
+        "image": "gcr.io/p/i:1",
+        "command": "python t.py ${inputs.base}",
+        "primary": {"machine": "n1-standard-8"},
+        "inputs": {"base": {"path": "azureml:llama:3", "type": "mlflow_model"}},
+    }
+    with pytest.raises(SpecError) as refused:
+        crosstrain.render(job, target, environ={}, **settings)
+    (problem,) = refused.value.problems
+    assert problem.path == "inputs.base.type"
+    assert "an mlflow_model is an Azure ML model" in problem.message

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from crosstrain.errors import Problem
-from crosstrain.locations import KIND_TITLES
+from crosstrain.locations import AZURE_TYPES, KIND_TITLES
 from crosstrain.locations import kind as location_kind
 from crosstrain.spec import DATA_REFERENCE
 
@@ -151,14 +151,14 @@ ALL_MODES: frozenset[str | None] = frozenset({None, "mount", "download", "upload
 class Placement:
     """Where a platform's nodes reach data, declared as `Capabilities` declares what else it runs: each kind of
     location they reach (`crosstrain.locations.kind`, or `none` for an output without a path) and how; every
-    other kind is refused as unreachable, saying what they reach. `table_fix`: how to do without an Azure ML
-    table where the platform reads none (None: it reads them). `check`: the platform's own rules for a location,
-    asked first."""
+    other kind is refused as unreachable, saying what they reach. `azure_types_fix`: how to do without Azure ML's
+    own types (a table, a model) where the platform reads none (None: it reads them). `check`: the platform's
+    own rules for a location, asked first."""
 
     platform: str
     reach: Mapping[str, Reach]
     reaches: str
-    table_fix: str | None = None
+    azure_types_fix: str | None = None
     check: Callable[[str, str, Location], Problem | None] | None = None
 
     def refusals(self, job: TrainingJob) -> list[Problem]:
@@ -168,9 +168,9 @@ class Placement:
             own = self.check(direction, name, location) if self.check else None
             if own is not None:
                 problems.append(own)
-            elif location.type == "table" and self.table_fix is not None:
-                message = f"a table is an Azure ML mltable, which {self.platform} does not read"
-                problems.append(refusal(direction, name, message, self.table_fix, "type"))
+            elif location.type in AZURE_TYPES and self.azure_types_fix is not None:
+                message = f"{AZURE_TYPES[location.type]}, which {self.platform} does not read"
+                problems.append(refusal(direction, name, message, self.azure_types_fix, "type"))
             elif found is None:
                 problems.append(unreachable(direction, name, location, self.platform, self.reaches))
             elif mode not in found.modes:

@@ -30,8 +30,14 @@ def kind(path: str) -> str:
     return "local"
 
 
-#: The kinds of location an Azure ML `mltable` can be.
+#: The kinds of location an Azure ML `mltable` or model can be.
 TABLE_KINDS = ("azureml", "azure", "local")
+#: The data types only Azure ML reads (`type:`), as messages name them.
+AZURE_TYPES = {
+    "table": "a table is an Azure ML mltable",
+    "mlflow_model": "an mlflow_model is an Azure ML model (MLflow format)",
+    "custom_model": "a custom_model is an Azure ML model",
+}
 
 
 #: What each kind of location is called in messages.

@@ -252,8 +252,10 @@ class _DataLocation(_Model):
         "registered data asset), azureml://..., abfss://..., https://ACCOUNT.blob.core.windows.net/..., "
         "s3://..., /Volumes/..., dbfs:/..., or a local path (relative to the job file; the local target).",
     )
-    type: Literal["folder", "file", "table"] = Field(
-        "folder", description="folder (default), file, or table (an Azure ML mltable)."
+    type: Literal["folder", "file", "table", "mlflow_model", "custom_model"] = Field(
+        "folder",
+        description="folder (default), file, or one of Azure ML's own: table (an mltable), mlflow_model or "
+        "custom_model (a registered model, azureml:NAME:VERSION, or a model folder on a datastore).",
     )
 
     @field_validator("path")
@@ -286,9 +288,9 @@ class _DataLocation(_Model):
                 f"{path!r} names a folder (or a bucket), and the type is file",
                 "name the file (gs://bucket/data/train.csv), or use type: folder",
             )
-        if self.type == "table" and path and locations.kind(path) not in locations.TABLE_KINDS:
+        if self.type in locations.AZURE_TYPES and path and locations.kind(path) not in locations.TABLE_KINDS:
             raise _invalid(
-                f"a table is an Azure ML mltable, and {path!r} is not an Azure location",
+                f"{locations.AZURE_TYPES[self.type]}, and {path!r} is not an Azure location",
                 "use type: folder (or file), or an azureml:, azureml://, abfss:// or https:// location",
             )
         return self

@@ -240,6 +240,36 @@ def _cases() -> dict[str, tuple[TrainingJob, dict[str, Any], dict[str, Any]]]:
                 },
             },
         ),
+        "model-data": (
+            job(
+                command=["python", "-m", "train", "--base", "${inputs.base}", "--adapter", "${inputs.adapter}"],
+                args=["--out", "${outputs.model}"],
+                inputs={
+                    "base": {"path": "azureml:llama-base:3", "type": "mlflow_model"},
+                    "adapter": {"path": "azureml://datastores/ws/paths/adapters/a/", "type": "custom_model"},
+                },
+                outputs={
+                    "model": {"type": "mlflow_model"},
+                    "weights": {"path": "azureml://datastores/ws/paths/w/", "type": "custom_model", "mode": "upload"},
+                },
+            ),
+            {},
+            {
+                **common,
+                "command": "python -m train --base '${{inputs.base}}' --adapter '${{inputs.adapter}}' --out "
+                "'${{outputs.model}}'",
+                "compute": "gpu-cluster",
+                "distribution": PyTorchDistribution(process_count_per_instance=4),
+                "inputs": {
+                    "base": Input(type="mlflow_model", path="azureml:llama-base:3"),
+                    "adapter": Input(type="custom_model", path="azureml://datastores/ws/paths/adapters/a/"),
+                },
+                "outputs": {
+                    "model": Output(type="mlflow_model"),
+                    "weights": Output(type="custom_model", path="azureml://datastores/ws/paths/w/", mode="upload"),
+                },
+            },
+        ),
         "shell-line": (
             job(shell=True, command='cd src && python -m train --rank "$RANK" && echo done', args=["--epochs", "2"]),
             {},
@@ -271,6 +301,7 @@ CASES = [
     "named-compute-and-environment",
     "serverless-spot",
     "inputs-and-outputs",
+    "model-data",
     "shell-line",
 ]
 

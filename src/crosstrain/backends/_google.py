@@ -378,5 +378,5 @@ def data_placement(platform: str, *, fuse: bool) -> Placement:
         platform,
         {"gs": gs, "azure": elsewhere, "s3": elsewhere},
         "gs:// locations" + ("" if fuse else " (as URIs)") + ", or other cloud URIs with mode: direct",
-        table_fix="use type: folder or file",
+        azure_types_fix="use type: folder or file",
     )

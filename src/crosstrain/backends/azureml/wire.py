@@ -169,7 +169,15 @@ def _code_calls(bundle: packaging.Bundle, workspace: str, headers: dict[str, str
 
 
 #: The job input and output types of `type:` (azure-ai-ml's AssetTypes).
-_AZURE_DATA_TYPES = {"folder": "uri_folder", "file": "uri_file", "table": "mltable"}
+_AZURE_DATA_TYPES = {
+    "folder": "uri_folder",
+    "file": "uri_file",
+    "table": "mltable",
+    "mlflow_model": "mlflow_model",
+    "custom_model": "custom_model",
+}
+#: Where a registered asset of each type lives in the workspace (`azureml:NAME:VERSION` -> its ARM id).
+_ASSET_FOLDERS = {"mlflow_model": "models", "custom_model": "models"}
 #: The REST modes of `mode:`, per direction, as azure-ai-ml maps ro_mount, rw_mount, download, upload, direct.
 _AZURE_DATA_MODES = {
     "inputs": {"mount": "ReadOnlyMount", "download": "Download", "direct": "Direct"},
@@ -184,7 +192,7 @@ _AZURE_YAML_MODES = {
     "Direct": "direct",
 }
 _DATA_ASSET = re.compile(r"azureml:(?P<name>[^:@/]+):(?P<version>[^:@/]+)")
-_DATA_ASSET_ID = re.compile(r"^/subscriptions/.*/data/(?P<name>[^/]+)/versions/(?P<version>[^/]+)$")
+_DATA_ASSET_ID = re.compile(r"^/subscriptions/.*/(?:data|models)/(?P<name>[^/]+)/versions/(?P<version>[^/]+)$")
 
 
 def _data_bindings(job: TrainingJob, direction: str, workspace: str) -> dict[str, Any]:
@@ -196,7 +204,8 @@ def _data_bindings(job: TrainingJob, direction: str, workspace: str) -> dict[str
         binding: dict[str, Any] = {}
         if location.path is not None:
             asset = _DATA_ASSET.fullmatch(location.path)
-            uri = f"{workspace}/data/{asset['name']}/versions/{asset['version']}" if asset else location.path
+            folder = _ASSET_FOLDERS.get(location.type, "data")
+            uri = f"{workspace}/{folder}/{asset['name']}/versions/{asset['version']}" if asset else location.path
             binding["uri"] = uri
         if location.mode is not None:
             binding["mode"] = _AZURE_DATA_MODES[direction][location.mode]

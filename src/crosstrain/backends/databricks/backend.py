@@ -98,7 +98,7 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
             ),
         },
         "/Volumes/... and dbfs:/... (as /dbfs/...), or cloud URIs with mode: direct",
-        table_fix="use type: folder or file (or read a Unity Catalog table with Spark in the code)",
+        azure_types_fix="use type: folder or file (or read a Unity Catalog table with Spark in the code)",
     )
     name = "databricks"
     title = "Databricks (one-time runs, TorchDistributor)"
