@@ -1398,3 +1398,46 @@ def test_a_refused_machine_is_the_only_problem() -> None:
     with pytest.raises(Unsupported) as caught:
         render(job(primary={"machine": "BASIC_GPU"}), compute=None)
     assert [p.path for p in caught.value.problems] == ["primary.machine.type"]
+
+
+def test_a_conda_file_on_the_image_is_the_environment_azure_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """targets.azureml.conda_file: the anonymous environment (its version the SDK's digest of the image and the
+    file) and the job's create call are what azure-ai-ml sends for `Environment(image=..., conda_file=...)`."""
+    from azure.ai.ml import PyTorchDistribution, command
+    from azure.ai.ml.entities import Environment
+
+    conda = "name: train\nchannels: [conda-forge]\ndependencies:\n  - python=3.11\n  - pip:\n      - torch==2.4.0\n"
+    (tmp_path / "conda.yml").write_text(conda)
+    monkeypatch.chdir(tmp_path)
+    spec = job()
+    request = render(spec, conda_file="conda.yml")
+    environment = Environment(image=BASE_JOB["image"], conda_file=str(tmp_path / "conda.yml"))
+    by_hand = command(
+        name=request.identity,
+        display_name=spec.name,
+        experiment_name=spec.name,
+        properties={FINGERPRINT_PROPERTY: request.fingerprint},
+        command="python -m train --epochs 2",
+        environment=environment,
+        environment_variables={"NCCL_DEBUG": "INFO"},
+        compute="gpu-cluster",
+        instance_count=3,
+        distribution=PyTorchDistribution(process_count_per_instance=4),
+        tags={"team": "ml"},
+        timeout=7200,
+    )
+    assert sdk_calls(by_hand, tmp_path, monkeypatch) == create_calls(request)
+    from azure.ai.ml import load_job as sdk_load_job
+
+    job_file = tmp_path / "job.yml"  # the az-yaml form builds the same environment
+    job_file.write_text(create_backend("azureml", environ={}).format(request, "az-yaml"))
+    assert sdk_calls(sdk_load_job(source=job_file), tmp_path, monkeypatch) == create_calls(request)
+    plain = render(spec)
+    assert plain.create.body["properties"]["environmentId"] != request.create.body["properties"]["environmentId"]
+
+
+def test_a_conda_file_needs_an_image_to_build_on() -> None:
+    with pytest.raises(SpecError, match="builds a conda file on the job's image"):
+        render(job(image=None, environment="pytorch"), conda_file="conda.yml")

@@ -201,6 +201,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                     f"{ARM}{environment_id}?api-version={ENVIRONMENT_API_VERSION}",
                     {
                         "properties": {
+                            **({"condaFile": plan.conda} if plan.conda else {}),
                             "image": plan.registers_image,
                             "isAnonymous": True,
                             "isArchived": False,

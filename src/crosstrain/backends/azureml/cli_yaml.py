@@ -29,13 +29,18 @@ def cli_yaml(request: Request) -> dict[str, Any]:
     """The rendered job as Azure ML CLI v2 YAML (`az ml job create -f`), derived from the request itself."""
     props = request.create.body["properties"]
     images = {
-        c.url.split("?")[0].removeprefix(ARM): c.body["properties"]["image"]
+        c.url.split("?")[0].removeprefix(ARM): c.body["properties"]
         for c in request.calls[:-1]
         if c.method == "PUT" and "image" in ((c.body or {}).get("properties") or {})
     }
     env_id = props["environmentId"]
     if env_id in images:
-        environment: Any = {"image": images[env_id]}
+        registered = images[env_id]
+        environment: Any = {"image": registered["image"]}
+        if "condaFile" in registered:  # the az CLI takes the conda file inline as well as by path
+            import yaml
+
+            environment["conda_file"] = yaml.safe_load(registered["condaFile"])
     else:
         match = re.search(r"^/subscriptions/.*/environments/([^/]+)/versions/([^/]+)$", env_id)
         environment = f"azureml:{match[1]}:{match[2]}" if match else env_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crosstrain import catalog, secrets
+from crosstrain import catalog, secrets, untrusted, uploads
 from crosstrain.backends.azureml.settings import (
     _GUID,
     ANONYMOUS_ENVIRONMENT,
@@ -20,7 +20,7 @@ from crosstrain.backends.azureml.wire import (
     environment_reference,
     workspace_path,
 )
-from crosstrain.errors import Problem
+from crosstrain.errors import Problem, SpecError
 from crosstrain.launch import torchrun_options
 
 if TYPE_CHECKING:
@@ -43,6 +43,8 @@ class Plan:
     #: The image registered as an anonymous environment first (as azure-ai-ml does); None when one is named.
     registers_image: str | None
     environment_note: str | None
+    #: The conda file Azure ML builds on that image, as azure-ai-ml sends it (YAML, keys sorted); None: none.
+    conda: str | None = None
 
 
 def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, list[Problem]]:
@@ -149,6 +151,8 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
                 "(azureml://registries/<registry>/environments/<name>/versions/<version>) or an ARM id",
             )
         )
+    conda, conda_problems = _conda(job, settings, pool.image)
+    problems += conda_problems
     picked: str | Problem | None = None
     if job.environment and not settings.environment:
         picked = RUNTIMES.pick(job.environment, gpu=bool(machine.gpu_count) or not machine.machine_type)
@@ -184,7 +188,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
         environment_id = picked
         note = f"environment {job.environment} is Azure ML's curated {picked} (the service resolves @latest)"
     elif pool.image:
-        version = anonymous_environment_version(pool.image)
+        version = anonymous_environment_version(pool.image, conda)
         environment_id = f"{workspace}/environments/{ANONYMOUS_ENVIRONMENT}/versions/{version}"
         registers_image, note = pool.image, None
     else:
@@ -204,6 +208,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
         environment_id=environment_id,
         registers_image=registers_image,
         environment_note=note,
+        conda=conda,
     )
     return plan, []
 
@@ -346,3 +351,34 @@ def _distribution(plan: Plan) -> dict[str, Any]:
         "distributionType": kind,
         "processCountPerInstance": plan.processes_per_node,
     }
+
+
+#: The largest conda file read (Azure ML keeps it in the environment's definition).
+_CONDA_LIMIT = uploads.SizeLimit(1 << 20, "a conda file is sent inline in the environment's definition", "trim it")
+
+
+def _conda(job: TrainingJob, settings: AzureMLSettings, image: str | None) -> tuple[str | None, list[Problem]]:
+    """targets.azureml.conda_file as azure-ai-ml sends it (loaded, then dumped with sorted keys), read under the
+    job's folder; refused where there is no image to build it on, or an environment is named instead."""
+    if settings.conda_file is None:
+        return None, []
+    field = "targets.azureml.conda_file"
+    if settings.environment or job.environment or not image:
+        return None, [
+            Problem(
+                field,
+                "Azure ML builds a conda file on the job's image, and "
+                + ("an environment is named instead" if settings.environment or job.environment else "it has none"),
+                "set `image` (the base image) and drop `environment` and targets.azureml.environment",
+            )
+        ]
+    try:
+        data = uploads.read_file(settings.conda_file, job.base_dir, field, _CONDA_LIMIT)
+        loaded = untrusted.parse_yaml(untrusted.decode(data, settings.conda_file, untrusted.JOB), untrusted.JOB, field)
+    except (uploads.UploadRefused, SpecError) as refused:
+        return None, list(refused.problems)
+    if not isinstance(loaded, dict):
+        return None, [Problem(field, f"{settings.conda_file} is not a conda environment (a mapping)", "fix the file")]
+    import yaml  # the conda file's form is PyYAML's dump, as the SDK's
+
+    return yaml.dump(loaded, sort_keys=True), []

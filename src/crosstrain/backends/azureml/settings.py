@@ -207,6 +207,12 @@ class AzureMLSettings(TargetSettings):
         "`environment` from crosstrain's table, else its image, registered as an anonymous environment the way "
         "azure-ai-ml does.",
     )
+    conda_file: str | None = Field(
+        None,
+        description="A conda environment file (relative to the job file's folder) that Azure ML builds on the "
+        "job's `image` as the job's environment, as `Environment(image=..., conda_file=...)` does: registered as an "
+        "anonymous environment, its version the digest of the image and the file, so the service builds it once.",
+    )
     shm_size: str | None = Field(
         None,
         pattern=_SHM_SIZE,

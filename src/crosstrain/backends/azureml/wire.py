@@ -86,9 +86,17 @@ def code_asset_name(bundle: packaging.Bundle) -> str:
     return f"crosstrain-{bundle.short}"
 
 
-def anonymous_environment_version(image: str) -> str:
-    """The version azure-ai-ml gives an image-only anonymous environment: sha256 of sha256 of the image."""
-    return hashlib.sha256(hashlib.sha256(image.encode()).hexdigest().encode()).hexdigest()
+def anonymous_environment_version(image: str, conda: str | None = None) -> str:
+    """The version azure-ai-ml gives an anonymous environment built from an image (and a conda file): the
+    sha256 of its `hash_str`, made as the SDK makes it (`str.join` of the digests' characters, sic)."""
+
+    def sha(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    text = sha(image)
+    if conda:
+        text = text.join(sha(conda))
+    return sha(text)
 
 
 def iso_duration(seconds: int) -> str:
