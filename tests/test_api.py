@@ -69,6 +69,9 @@ def test_lazy_names() -> None:
     for name in crosstrain.__all__:
         value = getattr(crosstrain, name)
         assert getattr(value, "__module__", crosstrain._LAZY[name]) == crosstrain._LAZY[name], name
+    shown = dir(crosstrain)  # after every name was loaded: each once, and nothing but the public ones
+    assert sorted(set(shown)) == shown
+    assert set(shown) == {*crosstrain.__all__, "__version__"}
     with pytest.raises(AttributeError):
         _ = crosstrain.nope
 

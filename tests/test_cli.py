@@ -142,6 +142,15 @@ def test_submit_status_wait_logs_cancel_across_processes(tmp_path: Path) -> None
     running = run("submit", job, "--set", root, "--set", "run_seconds=600", "--json")
     assert run("cancel", running.stdout).returncode == 0
     assert json.loads(run("status", running.stdout, "--json").stdout)["state"] == "CANCELLED"
+    ended = run("cancel", handle, "--json")  # a job that has ended is left as it is, and said so
+    assert ended.returncode == 0
+    assert json.loads(ended.stdout) == {
+        "identity": json.loads(handle)["identity"],
+        "cancelled": False,
+        "state": "SUCCEEDED",
+    }
+    assert "already ended SUCCEEDED" in ended.stderr
+    assert "asked" not in ended.stderr
 
 
 def test_wait_exit_codes(tmp_path: Path) -> None:
@@ -219,3 +228,30 @@ def test_another_targets_settings_do_not_rename_the_job(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert again.stdout == first.stdout
     assert "existed already" in again.stderr
+
+
+def test_submit_dry_run_prints_the_render_and_sends_nothing(tmp_path: Path) -> None:
+    job = write(tmp_path, JOB)
+    root = f"root={tmp_path / 'cloud'}"
+    dry = run("submit", job, "--set", root, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout) == json.loads(run("render", job, "--set", root, "--json").stdout)
+    assert "dry run: nothing was sent" in dry.stderr
+    assert not (tmp_path / "cloud" / "jobs").exists()  # the fake cloud got no job
+    saved = tmp_path / "request.json"
+    saved.write_text(dry.stdout)
+    again = run("submit", str(saved), "--dry-run")
+    assert json.loads(again.stdout) == json.loads(dry.stdout)
+    refused = run("submit", job, "--set", root, "--dry-run", "--wait")
+    assert refused.returncode == 2
+    assert "nothing to --wait for" in refused.stderr or "no job to --wait for" in refused.stderr
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("sumbit", "submit"), ("stauts", "status"), ("valdiate", "validate")])
+def test_a_mistyped_verb_gets_the_closest_one(typed: str, meant: str) -> None:
+    done = run(typed, "job.yaml")
+    assert done.returncode == 2
+    assert f"did you mean `crosstrain {meant}`?" in done.stderr
+    as_json = json.loads(run("--json", typed).stdout)
+    assert as_json["error"] == "UsageError"
+    assert meant in as_json["message"]

@@ -179,9 +179,13 @@ def test_set_scoped_to_one_target_and_plain_keys_where_they_exist(
 
 
 def test_validate_says_when_no_target_was_checked(capsys: pytest.CaptureFixture[str], inputs: dict[str, str]) -> None:
-    code, _out, err = call(capsys, "validate", inputs["good"])
+    code, out, err = call(capsys, "validate", inputs["good"])
     assert code == 0
-    assert "targets checked: no target" in err
+    assert "targets checked: no target" in out  # the report is the result: stdout
+    assert "targets checked" not in err
+    code, out, err = call(capsys, "validate", inputs["good"], "--json")
+    assert json.loads(out)["valid"] is True
+    assert "targets checked: no target" in err  # beside --json, narration
 
 
 def test_durations_are_accepted_where_seconds_are(capsys: pytest.CaptureFixture[str], inputs: dict[str, str]) -> None:

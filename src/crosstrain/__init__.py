@@ -104,4 +104,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    """The public names, each once (not the helpers this module imports, nor the submodules loaded so far)."""
+    return sorted({*__all__, "__version__"})

@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     _run_id_arg(p)
     p.add_argument("--wait", action="store_true", help="then wait until the job ends")
     p.add_argument("--timeout", type=_duration, help="with --wait: give up after this long (600, 90m, 24h)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the request submit would send (as `render --json`); send nothing"
+    )
     p = verb("status", "print a submitted job's state")
     _handle_arg(p)
     p = verb("wait", "wait until a job ends; exit 4 unless it succeeded")
@@ -258,6 +261,28 @@ def cmd_render(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _dry_run(args: argparse.Namespace, loaded: TrainingJob | Request) -> int:
+    """`submit --dry-run`: the request as `render --json` prints it (a request file: as it is), nothing sent."""
+    from crosstrain import api
+    from crosstrain.records import Request
+    from crosstrain.registry import create_backend
+
+    if args.wait:
+        raise UsageError("--dry-run sends nothing, so there is no job to --wait for (see `crosstrain submit --help`)")
+    if isinstance(loaded, Request):
+        request = loaded
+    else:
+        job = api.with_run_id(loaded, args.run_id)
+        target = api.choose_target(job, _target(args))
+        overrides = api.settings_for(target, _settings(args))
+        request = create_backend(target).render(job, api.target_settings(target, args.job, overrides))
+        for note in request.notes:
+            _say(f"note: {note}")
+    print(request.to_json())
+    _say(f"dry run: nothing was sent; `crosstrain submit` without --dry-run sends {request.identity}")
+    return ExitCode.OK
+
+
 def _load_job(source: str) -> TrainingJob:
     from crosstrain import untrusted
 
@@ -290,12 +315,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 "targets": {t: [p.to_dict() for p in ps] for t, ps in results.items()},
             }
         )
+    # valid: the report is the result (stdout); invalid, it is the error (stderr); beside --json, narration
+    report = _show if ok and not args.json else _say
     checked = ", ".join(results) if results else "no target (the job file names none: pass -t TARGET)"
-    _say(f"{args.job}: the spec is valid; targets checked: {checked}")  # narration: stderr, --json or not
+    report(f"{args.job}: the spec is valid; targets checked: {checked}")
     for target, problems in results.items():
-        _say(f"  {target}: " + ("ok" if not problems else "cannot run it"))
+        report(f"  {target}: " + ("ok" if not problems else "cannot run it"))
         for problem in problems:
-            _say("    - " + str(problem).replace("\n", "\n      "))
+            report("    - " + str(problem).replace("\n", "\n      "))
     return ExitCode.OK if ok else ExitCode.INVALID
 
 
@@ -318,6 +345,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     loaded = _job_or_request(args.job)
     from crosstrain import api
     from crosstrain.records import Request
+
+    if args.dry_run:
+        return _dry_run(args, loaded)
 
     if isinstance(loaded, Request):
         target = _target(args)
@@ -448,8 +478,16 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    """Cancel a job that is going; one that has ended is said to have ended, and left as it is."""
     handle = _load_handle(args.handle)
-    handle.cancel(**_handle_settings(args))
+    settings = _handle_settings(args)
+    status = handle.status(**settings)
+    if status.state.terminal:
+        if args.json:
+            _print_json({"identity": handle.identity, "cancelled": False, "state": status.state.value})
+        _say(f"{handle.identity} already ended {status.state.value} ({status.native_state}): nothing to cancel")
+        return ExitCode.OK
+    handle.cancel(**settings)
     if args.json:
         _print_json({"identity": handle.identity, "cancelled": True})
     _say(f"asked {handle.target} to cancel {handle.identity}")
@@ -626,6 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = "--json" in options
     verb = next((arg for arg in options if arg in COMMANDS), "")
     try:
+        _unknown_verb(options)
         args = build_parser().parse_args(argv)
         verb, as_json = args.verb, bool(getattr(args, "json", False))
         return int(COMMANDS[args.verb](args))
@@ -658,6 +697,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         _report(verb, None, message, as_json, error=type(exc).__name__, extra={"bug": True})
         return ExitCode.ERROR
+
+
+def _unknown_verb(options: list[str]) -> None:
+    """A mistyped verb, refused with the closest one (argparse lists them all, which helps less)."""
+    import difflib
+
+    word = next((arg for arg in options if not arg.startswith("-")), None)
+    if word is None or word in COMMANDS:
+        return
+    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
+    hint = f"did you mean `crosstrain {close[0]}`?" if close else f"the commands: {', '.join(COMMANDS)}"
+    raise UsageError(f"{word!r} is not a crosstrain command: {hint}")
 
 
 def _report(
