@@ -144,6 +144,7 @@ def test_every_offer_says_where_and_when_it_was_read() -> None:
     [
         ("vertex", "B200", 4, "B200:8 (a4-highgpu-8g)"),
         ("databricks-aws", "L40S", 2, "L40S:4 (g6e.12xlarge, g6e.24xlarge)"),
+        ("databricks-azure", "A100-80GB", 8, "A100-80GB:4 (Standard_NC96ads_A100_v4)"),  # no ND96amsr there
         ("databricks-azure", "A10G", 4, "A10G:2 (Standard_NV72ads_A10_v5)"),
     ],
 )
@@ -187,6 +188,10 @@ def test_the_new_machine_types_are_known_by_name() -> None:
     path, message, fix = refusal("databricks-aws", machine_type="g6e.12xlarge", gpu="L4", gpu_count=4)
     assert (path, message) == ("machine", "g6e.12xlarge carries 4 x L40S, not 4 x L4")
     assert "L4:4 (g6.12xlarge, g6.24xlarge)" in fix
+    # A100-80GB:8 is a machine of Azure ML, not of Azure Databricks: the size passes through there unknown
+    assert resolve("databricks-azure", machine_type="Standard_ND96amsr_A100_v4", gpu=None, gpu_count=None) == (
+        ResolvedMachine("Standard_ND96amsr_A100_v4")
+    )
 
 
 def test_mi300x_is_not_in_the_catalog() -> None:

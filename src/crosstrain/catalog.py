@@ -19,8 +19,8 @@ Vertex's custom-training GPU table could not be: see the Google block below). Le
 * GB200 (Vertex `a4x-highgpu-4g`, Azure ND GB200 v6): an ARM (Grace) host, so every image must be an arm64 build;
   crosstrain's default environments are x86-64. A machine type passes through when named explicitly.
 * RTX PRO 6000 (Compute Engine G4): in Vertex's v1 accelerator enum, but not in a training-docs list read here.
-* Databricks: no H200, B200 or MI300X node types on any cloud. Azure Databricks lists no ND H200 v5; Databricks
-  on Google Cloud has A2, A3 High and G2 only.
+* Databricks: no H200, B200 or MI300X node types on any cloud. Azure Databricks lists no ND A100 80 GB (ND96amsr,
+  so `A100-80GB:8` is refused there) and no ND H200 v5; Databricks on Google Cloud has A2, A3 High and G2 only.
 * AI Platform Training (legacy, shut down 2025-01-31): its enum ends at NVIDIA_TESLA_A100; nothing newer is added.
 """
 
@@ -293,7 +293,7 @@ def _on(offer: Offer, sources: tuple[Source, ...], machines: Mapping[int, tuple[
 
 
 #: Azure Databricks lists NCads H100 v5, ND H100 v5, NC A100 v4, ND A100 v4 (40 GB), NVads A10 v5 and NC T4 v3;
-#: no ND H200 v5. It runs the retired NC v3 (V100) sizes no longer, but they stay
+#: no ND A100 80 GB (ND96amsr) and no ND H200 v5. It runs the retired NC v3 (V100) sizes no longer, but they stay
 #: (as on Azure ML) with Azure's retirement note, so `V100:2` is `Standard_NC12s_v3` on both.
 _DATABRICKS_AZURE = {
     "T4": _on(_AZURE["T4"], _DATABRICKS_AZURE_GPU),
@@ -305,7 +305,11 @@ _DATABRICKS_AZURE = {
         sources=_DATABRICKS_AZURE_GPU,
     ),
     "A100": _on(_AZURE["A100"], _DATABRICKS_AZURE_GPU),
-    "A100-80GB": _on(_AZURE["A100-80GB"], _DATABRICKS_AZURE_GPU),
+    "A100-80GB": _on(
+        _AZURE["A100-80GB"],
+        _DATABRICKS_AZURE_GPU,
+        {n: m for n, m in _AZURE["A100-80GB"].machines.items() if n != 8},
+    ),
     "H100": _on(_AZURE["H100"], _DATABRICKS_AZURE_GPU),
     "H100-NVL": _on(_AZURE["H100-NVL"], _DATABRICKS_AZURE_GPU),
 }
