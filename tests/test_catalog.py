@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from crosstrain import catalog
@@ -55,6 +57,20 @@ def test_every_listed_machine_resolves_to_itself() -> None:
         ("databricks-aws", "A10G", 4, ResolvedMachine("g5.12xlarge", "A10G", 4, None)),
         ("databricks-azure", "A100-80GB", 1, ResolvedMachine("Standard_NC24ads_A100_v4", "A100-80GB", 1, None)),
         ("databricks-gcp", "L4", 8, ResolvedMachine("g2-standard-96", "L4", 8, None)),
+        # issue 24, finding 11: the GPUs the platforms' lists added (read 2026-11-26)
+        ("vertex", "B200", 8, ResolvedMachine("a4-highgpu-8g", "B200", 8, "NVIDIA_B200")),
+        ("vertex", "nvidia_b200", 8, ResolvedMachine("a4-highgpu-8g", "B200", 8, "NVIDIA_B200")),
+        ("databricks-aws", "L40S", 1, ResolvedMachine("g6e.xlarge", "L40S", 1, None)),
+        ("databricks-aws", "L40S", 4, ResolvedMachine("g6e.12xlarge", "L40S", 4, None)),
+        ("databricks-aws", "NVIDIA_L40S", 8, ResolvedMachine("g6e.48xlarge", "L40S", 8, None)),
+        ("databricks-aws", "L4", 4, ResolvedMachine("g6.12xlarge", "L4", 4, None)),
+        ("databricks-aws", "L4", 8, ResolvedMachine("g6.48xlarge", "L4", 8, None)),
+        ("azureml", "H200", 8, ResolvedMachine("Standard_ND96isr_H200_v5", "H200", 8, None)),
+        ("azureml", "H100-NVL", 2, ResolvedMachine("Standard_NC80adis_H100_v5", "H100-NVL", 2, None)),
+        ("azureml", "A100-80GB", 2, ResolvedMachine("Standard_NC48ads_A100_v4", "A100-80GB", 2, None)),
+        ("databricks-azure", "A10", 1, ResolvedMachine("Standard_NV36ads_A10_v5", "A10G", 1, None)),
+        ("databricks-azure", "A10G", 2, ResolvedMachine("Standard_NV72ads_A10_v5", "A10G", 2, None)),
+        ("databricks-azure", "H100-NVL", 1, ResolvedMachine("Standard_NC40ads_H100_v5", "H100-NVL", 1, None)),
     ],
 )
 def test_portable_gpus_pick_a_machine(platform: str, gpu: str, count: int, expected: ResolvedMachine) -> None:
@@ -112,6 +128,76 @@ def test_gpus_a_platform_lacks_are_refused() -> None:
     assert "H100" not in fix
     assert refusal("aiplatform", machine_type="a3-highgpu-8g", gpu="H100", gpu_count=8)[1] == message
     assert refusal("azureml", machine_type=None, gpu="L4", gpu_count=1)[1].startswith("azureml does not offer L4")
+
+
+def test_every_offer_says_where_and_when_it_was_read() -> None:
+    for platform, offers in catalog.OFFERS.items():
+        for gpu, offer in offers.items():
+            assert offer.sources, (platform, gpu)
+            for source in offer.sources:
+                assert source.where.startswith(("https://", "../shared/reference/")), (platform, gpu, source)
+                assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", source.read), (platform, gpu, source)
+
+
+@pytest.mark.parametrize(
+    ("platform", "gpu", "count", "offered"),
+    [
+        ("vertex", "B200", 4, "B200:8 (a4-highgpu-8g)"),
+        ("databricks-aws", "L40S", 2, "L40S:4 (g6e.12xlarge, g6e.24xlarge)"),
+        ("databricks-azure", "A100-80GB", 8, "A100-80GB:4 (Standard_NC96ads_A100_v4)"),  # no ND96amsr there
+        ("databricks-azure", "A10G", 4, "A10G:2 (Standard_NV72ads_A10_v5)"),
+    ],
+)
+def test_a_count_the_new_gpus_lack_is_refused_with_what_is_offered(
+    platform: str, gpu: str, count: int, offered: str
+) -> None:
+    path, message, fix = refusal(platform, machine_type=None, gpu=gpu, gpu_count=count)
+    assert (path, message) == ("machine.accelerator.count", f"{platform} has no machine with {count} x {gpu}")
+    assert fix.startswith("pick from: ")
+    assert offered in fix
+
+
+@pytest.mark.parametrize(
+    ("platform", "gpu", "offered"),
+    [
+        ("vertex", "L40S", "B200"),  # L40S is a Databricks-on-AWS GPU only
+        ("aiplatform", "B200", "A100"),  # the legacy enum ends at NVIDIA_TESLA_A100
+        ("databricks-aws", "B200", "L40S"),
+        ("databricks-gcp", "B200", "L4"),
+        ("databricks-gcp", "H200", "H100"),
+        ("databricks-azure", "H200", "A10G"),
+        ("azureml", "L40S", "H200"),
+    ],
+)
+def test_a_new_gpu_a_platform_lacks_is_refused_with_what_is_offered(platform: str, gpu: str, offered: str) -> None:
+    path, message, fix = refusal(platform, machine_type=None, gpu=gpu, gpu_count=None)
+    assert path == "machine.accelerator.type"
+    assert message == f"{platform} does not offer {gpu} in crosstrain's catalog"
+    assert fix.startswith("use one of ")
+    assert offered in fix.split(", ")
+    assert gpu not in fix.split(", ")
+
+
+def test_the_new_machine_types_are_known_by_name() -> None:
+    assert resolve("databricks-aws", machine_type="g6e.12xlarge", gpu=None, gpu_count=None) == ResolvedMachine(
+        "g6e.12xlarge", "L40S", 4
+    )
+    assert resolve("vertex", machine_type="a4-highgpu-8g", gpu=None, gpu_count=None) == ResolvedMachine(
+        "a4-highgpu-8g", "B200", 8, "NVIDIA_B200"
+    )
+    path, message, fix = refusal("databricks-aws", machine_type="g6e.12xlarge", gpu="L4", gpu_count=4)
+    assert (path, message) == ("machine", "g6e.12xlarge carries 4 x L40S, not 4 x L4")
+    assert "L4:4 (g6.12xlarge, g6.24xlarge)" in fix
+    # A100-80GB:8 is a machine of Azure ML, not of Azure Databricks: the size passes through there unknown
+    assert resolve("databricks-azure", machine_type="Standard_ND96amsr_A100_v4", gpu=None, gpu_count=None) == (
+        ResolvedMachine("Standard_ND96amsr_A100_v4")
+    )
+
+
+def test_mi300x_is_not_in_the_catalog() -> None:
+    """AMD GPUs are left out: crosstrain's runtime and environments are CUDA-only (see the module docstring)."""
+    assert catalog.canonical_gpu("MI300X") is None
+    assert refusal("azureml", machine_type=None, gpu="MI300X", gpu_count=8)[1] == "unknown GPU 'MI300X'"
 
 
 def test_another_platforms_machine_type_is_refused() -> None:

@@ -4,9 +4,24 @@ One data table (`OFFERS`) says, per platform and GPU kind, which machine types c
 the platform calls the accelerator. `resolve()` turns a spec's machine into a platform's machine, refusing the
 pairings the table knows to be impossible and passing unknown machine types through untouched.
 
-Sources (see ../shared/reference/): google.md 1.4 and 4 (accelerator enums; A100 -> A2, H100 -> A3, L4 -> G2;
-legacy enum stops at NVIDIA_TESLA_A100), azure.md 8 (GPU VM sizes, `r` = InfiniBand), databricks.md 3.1
-(node types per cloud). N1 GPU counts follow Compute Engine's "GPUs on N1" table.
+Sources are data: every `Offer` carries a `Source` (the page or ../shared/reference/ section it was read from,
+and the date it was read). The reference files: google.md 1.4 and 4
+(accelerator enums; legacy enum stops at NVIDIA_TESLA_A100), azure.md 8 (GPU VM sizes, `r` = InfiniBand),
+databricks.md 3.1 (node types per cloud). N1 GPU counts follow Compute Engine's "GPUs on N1" table.
+
+Checked on 2026-11-26 against each platform's own GPU list where it could be read (H200, B200, L4, L40S, MI300X;
+Vertex's custom-training GPU table could not be: see the Google block below). Left out, and why:
+
+* AMD MI300X (Azure `Standard_ND96isr_MI300X_v5`): crosstrain's runtime and images are CUDA-only. Azure ML's GPU
+  environment is a CUDA build (AzureML-acpt-pytorch-...-cuda12.6), the local backend counts GPUs through the NVIDIA
+  driver, and the runtime's NCCL advice and device binding were never run on ROCm/RCCL. Resolving `MI300X:8` would
+  hand out a machine the rendered job cannot use, so it stays an unknown GPU until the runtime supports ROCm.
+* GB200 (Vertex `a4x-highgpu-4g`, Azure ND GB200 v6): an ARM (Grace) host, so every image must be an arm64 build;
+  crosstrain's default environments are x86-64. A machine type passes through when named explicitly.
+* RTX PRO 6000 (Compute Engine G4): in Vertex's v1 accelerator enum, but not in a training-docs list read here.
+* Databricks: no H200, B200 or MI300X node types on any cloud. Azure Databricks lists no ND A100 80 GB (ND96amsr,
+  so `A100-80GB:8` is refused there) and no ND H200 v5; Databricks on Google Cloud has A2, A3 High and G2 only.
+* AI Platform Training (legacy, shut down 2025-01-31): its enum ends at NVIDIA_TESLA_A100; nothing newer is added.
 """
 
 from __future__ import annotations
@@ -14,7 +29,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from crosstrain.errors import Problem
@@ -36,14 +51,16 @@ GPU_KINDS: tuple[GpuKind, ...] = (
     GpuKind("T4", "NVIDIA T4 16 GB", ("TESLA_T4", "NVIDIA_TESLA_T4")),
     GpuKind("P100", "NVIDIA P100 16 GB", ("TESLA_P100", "NVIDIA_TESLA_P100")),
     GpuKind("V100", "NVIDIA V100 16/32 GB", ("TESLA_V100", "NVIDIA_TESLA_V100")),
-    GpuKind("A10G", "NVIDIA A10G 24 GB (AWS)", ("A10",)),
+    GpuKind("A10G", "NVIDIA A10G 24 GB (AWS) / A10 24 GB (Azure)", ("A10",)),
     GpuKind("L4", "NVIDIA L4 24 GB", ("NVIDIA_L4",)),
+    GpuKind("L40S", "NVIDIA L40S 48 GB", ("NVIDIA_L40S",)),
     GpuKind("A100", "NVIDIA A100 40 GB", ("A100-40GB", "A100_40GB", "TESLA_A100", "NVIDIA_TESLA_A100")),
     GpuKind("A100-80GB", "NVIDIA A100 80 GB", ("A100_80GB", "NVIDIA_A100_80GB")),
     GpuKind("H100", "NVIDIA H100 80 GB (SXM)", ("H100-80GB", "H100_80GB", "NVIDIA_H100_80GB")),
     GpuKind("H100-MEGA", "NVIDIA H100 80 GB on Google A3 Mega", ("H100_MEGA", "NVIDIA_H100_MEGA_80GB")),
     GpuKind("H100-NVL", "NVIDIA H100 NVL 94 GB (PCIe)", ("H100_NVL",)),
     GpuKind("H200", "NVIDIA H200 141 GB", ("H200-141GB", "H200_141GB", "NVIDIA_H200_141GB")),
+    GpuKind("B200", "NVIDIA B200 180 GB", ("NVIDIA_B200",)),
 )
 
 
@@ -95,11 +112,20 @@ def scale_tier_problems(pools: Iterable[Any], platform: str) -> list[Problem]:
 
 
 @dataclass(frozen=True)
+class Source:
+    """Where an offer was read: a documentation URL or a ../shared/reference/ section, and the ISO date read."""
+
+    where: str
+    read: str
+
+
+@dataclass(frozen=True)
 class Offer:
     """How one platform offers one GPU kind.
 
     `machines` maps a GPU count to the machine types that carry exactly that many (the first is the default).
     `family` is set where any machine type with that prefix can carry the GPU in `family_counts` (Google N1).
+    `sources`: where the offer was read, and when (every offer has at least one).
     """
 
     accelerator: str | None = None
@@ -107,12 +133,31 @@ class Offer:
     family: str | None = None
     family_counts: Mapping[int, str] = field(default_factory=dict)
     note: str = ""
+    sources: tuple[Source, ...] = ()
 
     def counts(self) -> list[int]:
         return sorted({*self.machines, *self.family_counts})
 
 
-def _google_a2a3g2() -> dict[str, Offer]:
+# -- Google: Vertex AI custom training, AI Platform Training, Databricks on Google Cloud ----------------------------
+#: The accelerator names: the v1 `AcceleratorType` enum (google.md 1.4, from aiplatform.v1.json rev 20261106; the
+#: REST reference lists the same). Which machine type carries which GPU: Compute Engine's GPU machine-types page
+#: (A4 = B200, A3 Ultra = H200). Vertex names a4-highgpu-8g and a3-ultragpu-8g, 8 GPUs a node, among its training
+#: machines on its training-clusters compute page; its custom-training GPU table was not in reach on 2026-11-26.
+_READ = "2026-11-26"  # the day the sources below were read for issue 24 (finding 11)
+_VERTEX_ENUM = (
+    Source("../shared/reference/google.md 1.4 (aiplatform v1 AcceleratorType)", _READ),
+    Source("https://cloud.google.com/vertex-ai/docs/reference/rest/v1/MachineSpec", _READ),
+)
+_GCE_GPUS = Source("https://cloud.google.com/compute/docs/gpus", _READ)
+_VERTEX_TRAINING_MACHINES = Source(
+    "https://docs.cloud.google.com/vertex-ai/docs/training/training-clusters/compute-resources", _READ
+)
+_GOOGLE = (*_VERTEX_ENUM, _GCE_GPUS)
+
+
+def _google_accelerator_optimized() -> dict[str, Offer]:
+    """The A- and G-series (A2, A3, A4, G2): each machine type carries a fixed number of one GPU."""
     return {
         "A100": Offer(
             "NVIDIA_TESLA_A100",
@@ -123,10 +168,12 @@ def _google_a2a3g2() -> dict[str, Offer]:
                 8: ("a2-highgpu-8g",),
                 16: ("a2-megagpu-16g",),
             },
+            sources=_GOOGLE,
         ),
         "A100-80GB": Offer(
             "NVIDIA_A100_80GB",
             {1: ("a2-ultragpu-1g",), 2: ("a2-ultragpu-2g",), 4: ("a2-ultragpu-4g",), 8: ("a2-ultragpu-8g",)},
+            sources=_GOOGLE,
         ),
         "L4": Offer(
             "NVIDIA_L4",
@@ -136,35 +183,59 @@ def _google_a2a3g2() -> dict[str, Offer]:
                 4: ("g2-standard-48",),
                 8: ("g2-standard-96",),
             },
+            sources=_GOOGLE,
         ),
         "H100": Offer(
             "NVIDIA_H100_80GB",
             {1: ("a3-highgpu-1g",), 2: ("a3-highgpu-2g",), 4: ("a3-highgpu-4g",), 8: ("a3-highgpu-8g",)},
+            sources=_GOOGLE,
         ),
-        "H100-MEGA": Offer("NVIDIA_H100_MEGA_80GB", {8: ("a3-megagpu-8g",)}),
-        "H200": Offer("NVIDIA_H200_141GB", {8: ("a3-ultragpu-8g",)}),
+        "H100-MEGA": Offer("NVIDIA_H100_MEGA_80GB", {8: ("a3-megagpu-8g",)}, sources=_GOOGLE),
+        "H200": Offer(
+            "NVIDIA_H200_141GB",
+            {8: ("a3-ultragpu-8g",)},
+            sources=(*_GOOGLE, _VERTEX_TRAINING_MACHINES),
+        ),
+        "B200": Offer(
+            "NVIDIA_B200",
+            {8: ("a4-highgpu-8g",)},
+            sources=(*_GOOGLE, _VERTEX_TRAINING_MACHINES),
+        ),
     }
 
 
 def _google_n1() -> dict[str, Offer]:
+    n1 = Source("https://cloud.google.com/compute/docs/gpus (GPUs on N1)", _READ)
     return {
         "T4": Offer(
             "NVIDIA_TESLA_T4",
             family="n1-",
             family_counts={1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"},
+            sources=(*_VERTEX_ENUM, n1),
         ),
         "P100": Offer(
             "NVIDIA_TESLA_P100",
             family="n1-",
             family_counts={1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32"},
+            sources=(*_VERTEX_ENUM, n1),
         ),
         "V100": Offer(
             "NVIDIA_TESLA_V100",
             family="n1-",
             family_counts={1: "n1-standard-8", 2: "n1-standard-16", 4: "n1-standard-32", 8: "n1-highmem-96"},
+            sources=(*_VERTEX_ENUM, n1),
         ),
     }
 
+
+#: AI Platform Training's own enum (google.md 4, the ml v1 discovery document rev 20251213): NVIDIA_TESLA_{K80,
+#: P100,V100,P4,T4,A100}. Nothing newer exists there.
+_AIPLATFORM_ENUM = Source("../shared/reference/google.md 4 (ml v1 ReplicaConfig.acceleratorConfig.type)", _READ)
+
+# -- Azure ML: Azure VM sizes ---------------------------------------------------------------------------------------
+#: azure.md 8 (from MicrosoftDocs/azure-compute-docs articles/virtual-machines/sizes/gpu-accelerated/*), which already
+#: had ND H200 v5, NC A100 v4 and NC H100 v5. The ND family page also lists ND MI300X v5 (left out: see the top).
+_AZURE_SIZES = (Source("../shared/reference/azure.md 8", _READ),)
 
 _AZURE = {
     "T4": Offer(
@@ -172,6 +243,7 @@ _AZURE = {
             1: ("Standard_NC4as_T4_v3", "Standard_NC8as_T4_v3", "Standard_NC16as_T4_v3"),
             4: ("Standard_NC64as_T4_v3",),
         },
+        sources=_AZURE_SIZES,
     ),
     "V100": Offer(
         machines={
@@ -181,8 +253,9 @@ _AZURE = {
             8: ("Standard_ND40rs_v2",),
         },
         note="NC v3 sizes were retired by Azure on 2025-09-30",
+        sources=_AZURE_SIZES,
     ),
-    "A100": Offer(machines={8: ("Standard_ND96asr_v4",)}),
+    "A100": Offer(machines={8: ("Standard_ND96asr_v4",)}, sources=_AZURE_SIZES),
     "A100-80GB": Offer(
         machines={
             1: ("Standard_NC24ads_A100_v4",),
@@ -190,56 +263,119 @@ _AZURE = {
             4: ("Standard_NC96ads_A100_v4",),
             8: ("Standard_ND96amsr_A100_v4",),
         },
+        sources=_AZURE_SIZES,
     ),
-    "H100": Offer(machines={8: ("Standard_ND96isr_H100_v5",)}),
-    "H100-NVL": Offer(machines={1: ("Standard_NC40ads_H100_v5",), 2: ("Standard_NC80adis_H100_v5",)}),
-    "H200": Offer(machines={8: ("Standard_ND96isr_H200_v5",)}),
+    "H100": Offer(machines={8: ("Standard_ND96isr_H100_v5",)}, sources=_AZURE_SIZES),
+    "H100-NVL": Offer(
+        machines={1: ("Standard_NC40ads_H100_v5",), 2: ("Standard_NC80adis_H100_v5",)}, sources=_AZURE_SIZES
+    ),
+    "H200": Offer(machines={8: ("Standard_ND96isr_H200_v5",)}, sources=_AZURE_SIZES),
 }
 
-#: Databricks on Azure runs the NC v3 (V100) sizes too (its GPU page: "T4; V100"; ../shared/reference/databricks.md
-#: 3.1), so `V100:2` is `Standard_NC12s_v3` there as on Azure ML.
-_DATABRICKS_AZURE = {k: v for k, v in _AZURE.items() if k in ("T4", "V100", "A100", "A100-80GB", "H100", "H100-NVL")}
+# -- Databricks, by the cloud its workspace runs on ----------------------------------------------------------------
+_DATABRICKS_AWS_GPU = (
+    Source("../shared/reference/databricks.md 3.1", _READ),
+    Source("https://docs.databricks.com/aws/en/compute/gpu", _READ),
+)
+_DATABRICKS_AZURE_GPU = (
+    Source("../shared/reference/databricks.md 3.1", _READ),
+    Source("https://learn.microsoft.com/en-us/azure/databricks/compute/gpu", _READ),
+)
+_DATABRICKS_GCP_GPU = (
+    Source("../shared/reference/databricks.md 3.1", _READ),
+    Source("https://docs.databricks.com/gcp/en/compute/flexible-node-type-instances (GPU families a2, a3)", _READ),
+)
 
+
+def _on(offer: Offer, sources: tuple[Source, ...], machines: Mapping[int, tuple[str, ...]] | None = None) -> Offer:
+    """Another service's copy of an offer: the machine types it lists (default: all), its own sources."""
+    return Offer(machines=offer.machines if machines is None else machines, note=offer.note, sources=sources)
+
+
+#: Azure Databricks lists NCads H100 v5, ND H100 v5, NC A100 v4, ND A100 v4 (40 GB), NVads A10 v5 and NC T4 v3;
+#: no ND A100 80 GB (ND96amsr) and no ND H200 v5. It runs the retired NC v3 (V100) sizes no longer, but they stay
+#: (as on Azure ML) with Azure's retirement note, so `V100:2` is `Standard_NC12s_v3` on both.
+_DATABRICKS_AZURE = {
+    "T4": _on(_AZURE["T4"], _DATABRICKS_AZURE_GPU),
+    "V100": _on(_AZURE["V100"], _DATABRICKS_AZURE_GPU),
+    "A10G": Offer(
+        machines={1: ("Standard_NV36ads_A10_v5", "Standard_NV36adms_A10_v5"), 2: ("Standard_NV72ads_A10_v5",)},
+        note="NVIDIA A10 (Azure's name for the A10G's sibling); an older Databricks page says multi-GPU PyTorch 2.0+ "
+        "does not work on it",
+        sources=_DATABRICKS_AZURE_GPU,
+    ),
+    "A100": _on(_AZURE["A100"], _DATABRICKS_AZURE_GPU),
+    "A100-80GB": _on(
+        _AZURE["A100-80GB"],
+        _DATABRICKS_AZURE_GPU,
+        {n: m for n, m in _AZURE["A100-80GB"].machines.items() if n != 8},
+    ),
+    "H100": _on(_AZURE["H100"], _DATABRICKS_AZURE_GPU),
+    "H100-NVL": _on(_AZURE["H100-NVL"], _DATABRICKS_AZURE_GPU),
+}
+
+#: Databricks on AWS lists P5 (H100), P4d/P4de (A100), G6e (L40S), G6 (L4), G5 (A10G), G4dn (T4) and P3 (V100,
+#: being retired).
 _DATABRICKS_AWS = {
     "T4": Offer(
         machines={
             1: ("g4dn.xlarge", "g4dn.2xlarge", "g4dn.4xlarge", "g4dn.8xlarge", "g4dn.16xlarge"),
             4: ("g4dn.12xlarge",),
-        }
+        },
+        sources=_DATABRICKS_AWS_GPU,
     ),
     "V100": Offer(
         machines={1: ("p3.2xlarge",), 4: ("p3.8xlarge",), 8: ("p3.16xlarge",)},
         note="p3 instances are being retired",
+        sources=_DATABRICKS_AWS_GPU,
     ),
     "A10G": Offer(
         machines={
             1: ("g5.xlarge", "g5.2xlarge", "g5.4xlarge", "g5.8xlarge", "g5.16xlarge"),
             4: ("g5.12xlarge", "g5.24xlarge"),
             8: ("g5.48xlarge",),
-        }
+        },
+        sources=_DATABRICKS_AWS_GPU,
     ),
     "L4": Offer(
         machines={
             1: ("g6.xlarge", "g6.2xlarge", "g6.4xlarge", "g6.8xlarge", "g6.16xlarge"),
             4: ("g6.12xlarge", "g6.24xlarge"),
             8: ("g6.48xlarge",),
-        }
+        },
+        sources=_DATABRICKS_AWS_GPU,
     ),
-    "A100": Offer(machines={8: ("p4d.24xlarge",)}),
-    "A100-80GB": Offer(machines={8: ("p4de.24xlarge",)}),
-    "H100": Offer(machines={8: ("p5.48xlarge",)}),
+    "L40S": Offer(
+        machines={
+            1: ("g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge", "g6e.8xlarge", "g6e.16xlarge"),
+            4: ("g6e.12xlarge", "g6e.24xlarge"),
+            8: ("g6e.48xlarge",),
+        },
+        sources=_DATABRICKS_AWS_GPU,
+    ),
+    "A100": Offer(machines={8: ("p4d.24xlarge",)}, sources=_DATABRICKS_AWS_GPU),
+    "A100-80GB": Offer(machines={8: ("p4de.24xlarge",)}, sources=_DATABRICKS_AWS_GPU),
+    "H100": Offer(machines={8: ("p5.48xlarge",)}, sources=_DATABRICKS_AWS_GPU),
 }
 
 _DATABRICKS_GCP = {
-    k: Offer(machines=v.machines) for k, v in _google_a2a3g2().items() if k in ("A100", "A100-80GB", "H100", "L4")
+    k: _on(v, _DATABRICKS_GCP_GPU)
+    for k, v in _google_accelerator_optimized().items()
+    if k in ("A100", "A100-80GB", "H100", "L4")
 }
+
+
+def _aiplatform(offer: Offer) -> Offer:
+    """A Vertex offer as AI Platform Training has it: the same machines, named by the legacy enum."""
+    return replace(offer, sources=(_AIPLATFORM_ENUM, *offer.sources[len(_VERTEX_ENUM) :]))
+
 
 #: The table: platform -> portable GPU kind -> offer.
 OFFERS: Mapping[str, Mapping[str, Offer]] = {
-    "vertex": {**_google_n1(), **_google_a2a3g2()},
+    "vertex": {**_google_n1(), **_google_accelerator_optimized()},
     "aiplatform": {
-        **_google_n1(),
-        "A100": _google_a2a3g2()["A100"],
+        **{k: _aiplatform(v) for k, v in _google_n1().items()},
+        "A100": _aiplatform(_google_accelerator_optimized()["A100"]),
     },
     "azureml": _AZURE,
     "databricks-aws": _DATABRICKS_AWS,
