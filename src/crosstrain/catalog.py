@@ -4,10 +4,10 @@ One data table (`OFFERS`) says, per platform and GPU kind, which machine types c
 the platform calls the accelerator. `resolve()` turns a spec's machine into a platform's machine, refusing the
 pairings the table knows to be impossible and passing unknown machine types through untouched.
 
-Sources are data: every `Offer` carries a `Source` (the page or ../shared/reference/ section it was read from,
-and the date it was read). The reference files: google.md 1.4 and 4
-(accelerator enums; legacy enum stops at NVIDIA_TESLA_A100), azure.md 8 (GPU VM sizes, `r` = InfiniBand),
-databricks.md 3.1 (node types per cloud). N1 GPU counts follow Compute Engine's "GPUs on N1" table.
+Sources are data: every `Offer` carries a `Source` (the documentation page it was read from, and the date it
+was read): the accelerator enums (Vertex AI's MachineSpec; AI Platform's AcceleratorConfig, whose enum stops at
+NVIDIA_TESLA_A100), Azure's GPU VM sizes (`r` = InfiniBand), Databricks' GPU node types per cloud. N1 GPU counts
+follow Compute Engine's "GPUs on N1" table.
 
 Checked on 2026-11-26 against each platform's own GPU list where it could be read (H200, B200, L4, L40S, MI300X;
 Vertex's custom-training GPU table could not be: see the Google block below). Left out, and why:
@@ -113,7 +113,7 @@ def scale_tier_problems(pools: Iterable[Any], platform: str) -> list[Problem]:
 
 @dataclass(frozen=True)
 class Source:
-    """Where an offer was read: a documentation URL or a ../shared/reference/ section, and the ISO date read."""
+    """Where an offer was read: a documentation URL, and the ISO date read."""
 
     where: str
     read: str
@@ -146,7 +146,7 @@ class Offer:
 #: machines on its training-clusters compute page; its custom-training GPU table was not in reach on 2026-11-26.
 _READ = "2026-11-26"  # the day the sources below were read for issue 24 (finding 11)
 _VERTEX_ENUM = (
-    Source("../shared/reference/google.md 1.4 (aiplatform v1 AcceleratorType)", _READ),
+    Source("https://cloud.google.com/vertex-ai/docs/reference/rest/v1/MachineSpec#acceleratortype", _READ),
     Source("https://cloud.google.com/vertex-ai/docs/reference/rest/v1/MachineSpec", _READ),
 )
 _GCE_GPUS = Source("https://cloud.google.com/compute/docs/gpus", _READ)
@@ -230,12 +230,14 @@ def _google_n1() -> dict[str, Offer]:
 
 #: AI Platform Training's own enum (google.md 4, the ml v1 discovery document rev 20251213): NVIDIA_TESLA_{K80,
 #: P100,V100,P4,T4,A100}. Nothing newer exists there.
-_AIPLATFORM_ENUM = Source("../shared/reference/google.md 4 (ml v1 ReplicaConfig.acceleratorConfig.type)", _READ)
+_AIPLATFORM_ENUM = Source(
+    "https://cloud.google.com/ai-platform/training/docs/reference/rest/v1/projects.jobs#AcceleratorConfig", _READ
+)
 
 # -- Azure ML: Azure VM sizes ---------------------------------------------------------------------------------------
 #: azure.md 8 (from MicrosoftDocs/azure-compute-docs articles/virtual-machines/sizes/gpu-accelerated/*), which already
 #: had ND H200 v5, NC A100 v4 and NC H100 v5. The ND family page also lists ND MI300X v5 (left out: see the top).
-_AZURE_SIZES = (Source("../shared/reference/azure.md 8", _READ),)
+_AZURE_SIZES = (Source("https://learn.microsoft.com/en-us/azure/virtual-machines/sizes/overview", _READ),)
 
 _AZURE = {
     "T4": Offer(
@@ -274,15 +276,12 @@ _AZURE = {
 
 # -- Databricks, by the cloud its workspace runs on ----------------------------------------------------------------
 _DATABRICKS_AWS_GPU = (
-    Source("../shared/reference/databricks.md 3.1", _READ),
     Source("https://docs.databricks.com/aws/en/compute/gpu", _READ),
 )
 _DATABRICKS_AZURE_GPU = (
-    Source("../shared/reference/databricks.md 3.1", _READ),
     Source("https://learn.microsoft.com/en-us/azure/databricks/compute/gpu", _READ),
 )
 _DATABRICKS_GCP_GPU = (
-    Source("../shared/reference/databricks.md 3.1", _READ),
     Source("https://docs.databricks.com/gcp/en/compute/flexible-node-type-instances (GPU families a2, a3)", _READ),
 )
 

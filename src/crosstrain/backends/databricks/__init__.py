@@ -6,7 +6,8 @@ The run has one `spark_python_task` on a `new_cluster`. Its file is crosstrain's
 task when any rank failed, which TorchDistributor alone never does. Nothing comes from PyPI but the job's
 `requirements` (task `libraries`); `environment: pytorch[:X.Y]` picks a Databricks Runtime ML (`RUNTIMES`).
 
-Mapping (facts and sources: ../shared/reference/databricks.md):
+Mapping (sources: https://docs.databricks.com/aws/en/machine-learning/train-model/distributed-training/spark-pytorch-distributor
+and https://docs.databricks.com/api/workspace/jobs/submit):
 
 * every training node (primary + workers) is a Spark executor: `num_workers = nodes`, one GPU per Spark task
   (`spark.task.resource.gpu.amount = 1`; more hangs the rendezvous on pyspark <= 4.1) and

@@ -80,8 +80,8 @@ WORKSPACE_CODE_LIMITS = packaging.Limits(
 DEFAULT_SPARK_VERSION = "17.3.x-gpu-ml-scala2.13"
 _NOTES = "https://docs.databricks.com/aws/en/release-notes/runtime"
 #: `environment: pytorch[:X.Y]` -> a Databricks Runtime ML (GPU; CPU flavour for completeness), newest first.
-#: The runtime names are in ../shared/reference/databricks.md §3.1 (GPU ML runtimes, verified against the
-#: docs). The torch version each one ships is from its "Python libraries on GPU clusters" table
+#: The runtime names are Databricks' GPU ML runtimes (https://docs.databricks.com/aws/en/compute/gpu, verified
+#: against the docs). The torch version each one ships is from its "Python libraries on GPU clusters" table
 #: (the source URL); no copy of those tables was in reach when this was written, so every torch version
 #: below is UNVERIFIED: check the release note before relying on `pytorch:X.Y`.
 RUNTIMES = Runtimes(

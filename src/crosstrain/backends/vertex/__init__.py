@@ -24,7 +24,8 @@ with the standard library and runs the same bootstrap (`--install` pip-installs 
 
 Pool positions are Vertex's: [0] primary (one replica), [1] workers, [2] reduction server or parameter
 servers, [3] evaluators; a skipped pool before a used one is `{}`, trailing empty pools are left out.
-Sources: ../shared/reference/google.md sections 1, 2 and 5.
+Sources: https://cloud.google.com/vertex-ai/docs/training/distributed-training and
+https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec.
 """
 
 from crosstrain.backends.vertex.backend import VertexBackend

@@ -81,8 +81,8 @@ RUNTIMES = Runtimes(
 #            (seed 004): n1-highmem-96 + 8 x V100 = 100 Gbps; n1-highcpu-16 = 32 Gbps.
 #   [gpu-bw] https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth : A2/G2 up to 100 Gbps by machine
 #            type; A3 High 1,000, A3 Mega 1,800, A3 Ultra 3,600; N1 + P100/P4 32; N1 + T4/V100 up to 100 by GPU
-#            and vCPU count. Per machine type figures below A2/G2/N1 maxima are from the same page as recorded in
-#            ../shared/reference/google.md section 2 (marked UNVERIFIED there).
+#            and vCPU count. Per machine type figures below A2/G2/N1 maxima are from the same page, as recorded
+#            when this was written (UNVERIFIED).
 #   [egress] https://cloud.google.com/compute/docs/network-bandwidth : general-purpose VMs get 2 Gbps per vCPU,
 #            at most 32 Gbps without Tier_1 networking (N1/N2 with >= 16 vCPUs: 32 Gbps).
 GPU_MACHINE_EGRESS_GBPS: Mapping[str, int] = {
