@@ -20,8 +20,8 @@ from typing import Any
 from crosstrain.records import Request
 from tests.backends.discovery import violations as discovery_violations
 
-#: Google label keys and values (https://cloud.google.com/vertex-ai/docs/training/create-custom-job#labels): at most 64 characters of lowercase
-#: letters, digits, `_` and `-`; a key starts with a letter.
+#: Google label keys and values (https://cloud.google.com/resource-manager/docs/labels-overview): at most 64
+#: characters of lowercase letters, digits, `_` and `-`; a key starts with a letter.
 _GOOGLE_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 _GOOGLE_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,64}")
 
