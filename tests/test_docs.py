@@ -349,6 +349,7 @@ def shell_line_on_azureml(folder: Path) -> None:
     "* Databricks (with `inputs: {train: /Volumes/main/ml/cifar10}`): `--shell=cd src && python train.py --rank "
     '"$RANK" --data /Volumes/main/ml/cifar10`',
 )
+@claim("docs/databricks.md", "A shell line runs with `shell: true`, on every rank")
 def shell_line_on_databricks(folder: Path) -> None:
     text = '--shell=cd src && python train.py --rank "$RANK" --data /Volumes/main/ml/cifar10'
     _shown(_shell_demo(folder, "databricks", "/Volumes/main/ml/cifar10"), text)
