@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -418,3 +419,40 @@ def test_a_full_disk_names_where_the_bundle_was_written_and_what_to_do(tmp_path:
     if Path("/dev/full").exists():
         with open("/dev/full", "wb", buffering=0) as out, pytest.raises(SubmitError, match="/dev/full: No space"):
             made.write_archive(out)
+
+
+def test_the_job_file_is_left_out_of_the_folder_it_lies_in_and_the_request_says_so(tmp_path: Path) -> None:
+    """Its content is in the request already; shipped, an edit of any target's settings would move the
+    code's digest. Left out by what it is: a link to it does not ship it either."""
+    folder = _tree(tmp_path / "project", {"train.py": "print(1)\n"})
+    path = _job_file(folder, ".")
+    (folder / "same.yaml").symlink_to("job.yaml")
+    made = packaging.for_job(load_job(path))
+    assert made is not None
+    assert [f.path for f in made.user_files] == ["crosstrain_code/src/train.py"]
+    assert made.job_file == "job.yaml"
+    assert "less the job file job.yaml" in made.describe()
+    elsewhere = packaging.for_job(
+        load_job(_job_file(tmp_path / "jobs", "{path: ../project, outside_job_folder: true}"))
+    )
+    assert elsewhere is not None
+    assert sorted(f.path for f in elsewhere.user_files) == [
+        f"crosstrain_code/src/{n}" for n in ("job.yaml", "same.yaml", "train.py")
+    ]
+    assert not elsewhere.job_file  # another job's file is code like any other
+
+
+def test_a_request_rendered_from_a_job_file_in_its_code_is_sent_from_another_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`render --json` then `submit REQUEST.json`: the sending process packages the folder again, less the job
+    file, and finds the digest the request names."""
+    folder = _tree(tmp_path / "project", {"train.py": "print(1)\n"})
+    job = _job_file(folder, ".")
+    monkeypatch.setenv("CROSSTRAIN_FAKE_ROOT", str(tmp_path / "cloud"))
+    rendered = _cli("render", str(job), "-t", "fake", "--json", cwd=tmp_path)
+    assert rendered.returncode == 0, rendered.stderr
+    assert json.loads(rendered.stdout)["code"]["job_file"] == "job.yaml"
+    (tmp_path / "request.json").write_text(rendered.stdout)
+    sent = _cli("submit", "request.json", cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr

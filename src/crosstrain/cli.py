@@ -19,7 +19,6 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from crosstrain.errors import (
@@ -286,8 +285,7 @@ def _dry_run(args: argparse.Namespace, loaded: TrainingJob | Request) -> int:
 def _load_job(source: str) -> TrainingJob:
     from crosstrain import untrusted
 
-    job = _job_from_text(*untrusted.read_text(source, untrusted.JOB))
-    return job.located(None if source == "-" else Path(source).absolute().parent)
+    return _job_from_text(*untrusted.read_text(source, untrusted.JOB)).loaded_from(source)
 
 
 def _job_from_text(text: str, name: str) -> TrainingJob:
@@ -337,7 +335,7 @@ def _job_or_request(source: str) -> TrainingJob | Request:
         request = api.read_request(text, name)
         if request is not None:
             return request
-        return _job_from_text(text, name).located(None if source == "-" else Path(source).absolute().parent)
+        return _job_from_text(text, name).loaded_from(source)
     return _load_job(source)
 
 

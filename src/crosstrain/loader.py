@@ -35,8 +35,7 @@ def load_job(source: str | Path | Mapping[str, Any] | TrainingJob) -> TrainingJo
     if isinstance(source, Mapping):
         return job_from_dict(source)
     data, name = read_document(source)
-    job = job_from_dict(data, source=name)
-    return job.located(None if str(source) == "-" else Path(source).absolute().parent)
+    return job_from_dict(data, source=name).loaded_from(source)
 
 
 def job_from_dict(data: Any, *, source: str | None = None) -> TrainingJob:

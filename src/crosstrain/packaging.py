@@ -1,7 +1,8 @@
 """The job's code, as it travels: one deterministic, content-addressed bundle of a local folder.
 
 A job with `code: ./src` ships that folder (less what git ignores there and what `.crosstrainignore` leaves
-out: `crosstrain.ignores`) and crosstrain's own runtime (standard library and torch only), so a stock PyTorch
+out: `crosstrain.ignores`, and less the job file where it lies there: the request carries what it says) and
+crosstrain's own runtime (standard library and torch only), so a stock PyTorch
 image with no crosstrain installed runs it. Every target receives the same layout:
 
     crosstrain_code/__init__.py      empty: the folder is a package, so pip can install it
@@ -135,6 +136,8 @@ class CodeRef:
     requirements: tuple[str, ...] = ()
     #: sha256 of a shipped function's pickle (`crosstrain.function`), kept in this process only.
     function: str = ""
+    #: The job file, relative to the folder, where it lies there: never shipped (`Bundle.job_file`).
+    job_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -152,6 +155,7 @@ class CodeRef:
             ignore_files=tuple(data.get("ignore_files") or IGNORE_FILES),
             requirements=tuple(data.get("requirements") or ()),
             function=str(data.get("function") or ""),
+            job_file=str(data.get("job_file") or ""),
         )
 
 
@@ -168,6 +172,9 @@ class Bundle:
     files: tuple[CodeFile, ...]  # every file of the layout, sorted by path
     digest: str
     function: str = ""
+    #: The job file, relative to the folder, where it lies there: left out, since the request already carries
+    #: what it says, and shipped it would make an edit of any target's settings move every target's identity.
+    job_file: str = ""
 
     @property
     def size(self) -> int:
@@ -183,6 +190,7 @@ class Bundle:
             self.ignore_files,
             self.requirements,
             self.function,
+            self.job_file,
         )
 
     @property
@@ -192,7 +200,9 @@ class Bundle:
 
     def describe(self) -> str:
         leave = "leaves" if len(self.ignore_sources) == 1 else "leave"
-        ignored = f", less what {' and '.join(self.ignore_sources)} {leave} out" if self.ignore_sources else ""
+        less = [f"the job file {self.job_file}"] if self.job_file else []
+        less += [f"what {' and '.join(self.ignore_sources)} {leave} out"] if self.ignore_sources else []
+        ignored = f", less {' and '.join(less)}" if less else ""
         function = " and a function" if self.function else ""
         where = f"{self.folder}: {len(self.user_files):,} files, {self.size:,} bytes{ignored}" if self.folder else ""
         return f"{where or 'no folder'}{function} (sha256 {self.short})"
@@ -497,15 +507,16 @@ def bundle(
     ignore_files: Sequence[str] = IGNORE_FILES,
     limits: Limits | None = None,
     function: bytes | None = None,
+    job_file: Path | None = None,
 ) -> Bundle:
     """The bundle of `folder` and/or a pickled function (refused with `UploadRefused` when it cannot be
-    shipped). Files are hashed once per (size, mtime, inode): rendering twice, or re-submitting an unchanged
-    folder, reads nothing again."""
+    shipped), less `job_file` (the file the job was loaded from) where it lies in the folder. Files are hashed
+    once per (size, mtime, inode): rendering twice, or re-submitting an unchanged folder, reads nothing again."""
     scope = _SCOPE.get()
-    scoped_key = (str(folder), tuple(requirements), tuple(ignore_files), function, limits)
+    scoped_key = (str(folder), tuple(requirements), tuple(ignore_files), function, limits, str(job_file))
     if scope is not None and scoped_key in scope:
         return scope[scoped_key]
-    made = _bundle(folder, requirements, ignore_files=ignore_files, limits=limits, function=function)
+    made = _bundle(folder, requirements, ignore_files=ignore_files, limits=limits, function=function, job_file=job_file)
     if scope is not None:
         scope[scoped_key] = made
     return made
@@ -518,6 +529,7 @@ def _bundle(
     ignore_files: Sequence[str],
     limits: Limits | None,
     function: bytes | None,
+    job_file: Path | None,
 ) -> Bundle:
     extra = function_files(function) if function is not None else ()
     function_digest = hashlib.sha256(function).hexdigest() if function is not None else ""
@@ -541,6 +553,10 @@ def _bundle(
     _check_name(str(folder), None)
     sources: set[str] = set()
     listing = list(_walk(folder, limits, ignores.for_folder(folder, ignore_files), sources))
+    the_job_file = _file_id(job_file)
+    left_out = next((rel for rel, _, info in listing if (info.st_dev, info.st_ino) == the_job_file), "")
+    if left_out:  # by what it is, not its name: a link to it, or a hard link, is the job file too
+        listing = [item for item in listing if (item[2].st_dev, item[2].st_ino) != the_job_file]
     total = sum(info.st_size for _, _, info in listing)
     if total > limits.max_bytes:
         raise UploadRefused(
@@ -554,13 +570,14 @@ def _bundle(
         tuple(ignore_files),
         function_digest,
         tuple(sorted(sources)),
+        left_out,
         tuple((rel, info.st_size, info.st_mtime_ns, info.st_ino, info.st_mode) for rel, _, info in listing),
     )
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
     user = tuple(_hashed(rel, path, info) for rel, path, info in listing)
-    made = _assemble(folder, user, requirements, tuple(sorted(sources)), ignore_files, extra, function_digest)
+    made = _assemble(folder, user, requirements, tuple(sorted(sources)), ignore_files, extra, function_digest, left_out)
     if len(_CACHE) > 16:
         _CACHE.clear()
     _CACHE[key] = made
@@ -578,6 +595,7 @@ def _assemble(
     ignore_files: Sequence[str],
     extra: tuple[CodeFile, ...],
     function_digest: str,
+    job_file: str = "",
 ) -> Bundle:
     reqs = "".join(f"{line}\n" for line in requirements).encode()
     generated = (*runtime_files(), *extra, _generated(f"{PACKAGE}/requirements.txt", reqs))
@@ -594,7 +612,17 @@ def _assemble(
         files,
         digest.hexdigest(),
         function_digest,
+        job_file,
     )
+
+
+def _file_id(path: Path | None) -> tuple[int, int] | None:
+    """The (device, inode) of the file at `path`; None without one."""
+    try:
+        info = os.stat(path) if path is not None else None
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino) if info is not None else None
 
 
 def _by_path(file: CodeFile) -> str:
@@ -631,11 +659,18 @@ def _hashed(rel: str, path: str, info: os.stat_result) -> CodeFile:
 
 def for_job(job: Any, *, ignore_files: Sequence[str] = IGNORE_FILES, limits: Limits | None = None) -> Bundle | None:
     """The bundle of `job.code` and of a function shipped with the job (None without either), with the job's
-    requirements."""
+    requirements, less the job file where it lies in the folder (`TrainingJob.job_file`)."""
     function = job.function_payload
     if job.code is None and function is None:
         return None
-    return bundle(code_folder(job), requirements_of(job), ignore_files=ignore_files, limits=limits, function=function)
+    return bundle(
+        code_folder(job),
+        requirements_of(job),
+        ignore_files=ignore_files,
+        limits=limits,
+        function=function,
+        job_file=job.job_file,
+    )
 
 
 def code_folder(job: Any) -> Path | None:
@@ -712,7 +747,8 @@ def check_unchanged(ref: CodeRef, limits: Limits | None = None) -> Bundle:
             )
         )
     rendered = _MADE.get(ref.digest)
-    if rendered is not None and str(rendered.folder or "") == ref.folder and rendered.ignore_files == ref.ignore_files:
+    same = (str(rendered.folder or ""), rendered.ignore_files, rendered.job_file) if rendered is not None else None
+    if rendered is not None and same == (ref.folder, ref.ignore_files, ref.job_file):
         for file in rendered.user_files:  # a stat per file, no listing and no hashing: what was hashed is there
             assert file.source is not None
             assert file.stamp is not None
@@ -730,7 +766,10 @@ def check_unchanged(ref: CodeRef, limits: Limits | None = None) -> Bundle:
                 )
         return rendered
     folder = Path(ref.folder) if ref.folder else None
-    made = bundle(folder, ref.requirements, ignore_files=ref.ignore_files, limits=limits, function=function)
+    job_file = folder / ref.job_file if folder is not None and ref.job_file else None
+    made = bundle(
+        folder, ref.requirements, ignore_files=ref.ignore_files, limits=limits, function=function, job_file=job_file
+    )
     if made.digest != ref.digest:
         raise UploadRefused(
             Problem(

@@ -566,6 +566,8 @@ class TrainingJob(_Model):
 
     #: The folder relative paths in the job (`code`, `requirements`) are resolved against: the job file's folder.
     _base_dir: Path | None = PrivateAttr(None)
+    #: The file the job was loaded from, which never ships with the code (`packaging.for_job`).
+    _job_file: Path | None = PrivateAttr(None)
     #: A pickled `(fn, args, kwargs)` shipped with the job (`crosstrain.run(fn, job)`); never in a job file.
     _function: bytes | None = PrivateAttr(None)
 
@@ -592,10 +594,24 @@ class TrainingJob(_Model):
 
     __hash__ = BaseModel.__hash__
 
+    @property
+    def job_file(self) -> Path | None:
+        """The file the job was loaded from; None for stdin or a job made in Python."""
+        return self._job_file
+
     def located(self, base_dir: Path | None) -> TrainingJob:
         """This job, with relative paths resolved against `base_dir` (the job file's folder)."""
         self._base_dir = None if base_dir is None else Path(base_dir).absolute()
         return self
+
+    def loaded_from(self, source: str | Path) -> TrainingJob:
+        """This job, read from the file `source` (or `-`, stdin): relative paths resolve against its folder, and
+        the file itself is left out of the code it may lie in (the request already carries what it says; shipped,
+        editing one target's settings there would move every target's identity)."""
+        if str(source) == "-":
+            return self.located(None)
+        self._job_file = Path(source).absolute()
+        return self.located(self._job_file.parent)
 
     @model_validator(mode="before")
     @classmethod

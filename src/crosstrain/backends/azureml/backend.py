@@ -219,8 +219,8 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             notes.append(f"ships {bundle.describe()} as code asset {code_asset_name(bundle)}")
             if bundle.requirements:
                 notes.append(
-                    f"the bootstrap pip-installs {', '.join(bundle.requirements)} on every node before the command "
-                    "(crosstrain_code --install)"
+                    f"the bootstrap pip-installs {', '.join(bundle.requirements)} once on every node before the "
+                    "command (crosstrain_code --install; a node's other processes wait for it)"
                 )
         command = plan.command
         # A shell line runs in Azure ML's own shell as it is: the node runs exactly the line the job file has.
