@@ -528,5 +528,5 @@ def test_a_reduction_server_without_gpus_says_so_plainly() -> None:
     job["reduction_server"] = {"replicas": 1}
     with pytest.raises(SpecError) as refused:
         create_backend("vertex", environ={}).render(job_from_dict(job), {"project": "p"})
-    assert "neither primary nor workers have GPUs" in str(refused.value)
-    assert "have no GPUs" not in str(refused.value)
+    assert "and primary and workers have no GPUs" in str(refused.value)
+    assert "neither" not in str(refused.value)

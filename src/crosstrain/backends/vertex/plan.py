@@ -306,7 +306,7 @@ def _reduction_server_problems(job: TrainingJob, machines: Mapping[str, _Machine
         )
     without = [r for r in ("primary", "workers") if r in machines and not machines[r].gpu_count]
     if without:
-        which = "neither primary nor workers have GPUs" if len(without) == 2 else f"{without[0]} has no GPUs"
+        which = "primary and workers have no GPUs" if len(without) == 2 else f"{without[0]} has no GPUs"
         pools = job.pools()
         path = next(p.machine_path for p in pools if p.role == without[0]) if len(without) == 1 else "reduction_server"
         problems.append(
