@@ -154,8 +154,12 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
             training_input[config_key] = _replica_config(job, pool, machine, image=image, package=bundle is not None)
         if bundle is not None and not (training_input["masterConfig"].get("imageUri")):
             training_input["runtimeVersion"] = settings.runtime_version
-            if settings.python_version:
-                training_input["pythonVersion"] = settings.python_version
+            training_input["pythonVersion"] = plan.python
+            if not settings.python_version:
+                code_notes.append(
+                    f"pythonVersion {plan.python}: crosstrain's bootstrap needs it, and runtime versions up to 1.15 "
+                    "run Python 2.7 unless told"
+                )
         scheduling: dict[str, Any] = {}
         if job.scheduling.timeout:
             scheduling["maxRunningTime"] = f"{job.scheduling.timeout}s"
