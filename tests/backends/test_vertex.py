@@ -358,8 +358,46 @@ def test_a_region_that_is_not_one_is_refused_before_it_becomes_a_host_name() -> 
     ],
 )
 def test_scheduling(scheduling: dict[str, Any], nodes: int, expected: dict[str, Any] | None) -> None:
-    spec = body_of(job(scheduling={"timeout": None, **scheduling}, workers={"replicas": nodes - 1}))["jobSpec"]
-    assert spec.get("scheduling") == (expected or None)
+    spec = job(
+        scheduling={"timeout": None, **scheduling}, workers={"replicas": nodes - 1}, primary={"machine": "A100:8"}
+    )
+    assert body_of(spec)["jobSpec"].get("scheduling") == (expected or None)
+
+
+def test_dynamic_workload_scheduler_takes_a_job_within_its_requirements() -> None:
+    """FLEX_START with DWS's GPUs on every pool, one machine for all, and a timeout of 7 days at most."""
+    request = render(job(primary={"machine": "H100:8"}, scheduling={"timeout": "7d", "max_wait": "1h"}))
+    assert request.create.body["jobSpec"]["scheduling"] == {
+        "timeout": "604800s",
+        "strategy": "FLEX_START",
+        "maxWaitDuration": "3600s",
+    }
+    assert_valid(request)
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "words"),
+    [
+        ({"primary": {"machine": "T4:1"}}, "primary.machine.accelerator.type", "L4, A100, H100, H200 and B200"),
+        ({"primary": {"machine": "n1-standard-8"}}, "primary.machine", "none (n1-standard-8)"),
+        ({"scheduling": {"timeout": "30d"}}, "scheduling.timeout", "at most 7 days (604800s), not 2592000s"),
+        ({"reduction_server": {"replicas": 2}}, "reduction_server", "same machine in every pool"),
+        ({"workers": {"replicas": 2, "machine": "A100:4"}}, "workers.machine", "not the primary's 8 x A100"),
+        ({"evaluators": {"replicas": 1, "machine": "n1-standard-4"}}, "evaluators.machine", "none (n1-standard-4)"),
+    ],
+)
+def test_dynamic_workload_scheduler_refuses_what_it_does_not_take(
+    changes: dict[str, Any], path: str, words: str
+) -> None:
+    """scheduling.max_wait once rendered FLEX_START whatever the GPUs, the timeout or the pools."""
+    spec = job(**merge({"primary": {"machine": "A100:8"}, "scheduling": {"max_wait": "1h"}}, changes))
+    with pytest.raises(SpecError) as error:
+        render(spec)
+    [problem] = error.value.problems
+    assert problem.path == path
+    assert words in problem.message
+    assert "Dynamic Workload Scheduler" in problem.message
+    assert "scheduling.max_wait" in problem.fix
 
 
 # -- the per-node launcher (issue 6) -------------------------------------------------------------------------

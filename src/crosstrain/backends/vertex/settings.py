@@ -41,6 +41,14 @@ _GOOGLE_HOST = re.compile(r"[a-z]+(?:-[a-z0-9]+)+-aiplatform(?:\.mtls)?\.googlea
 #: A host name, with a port or not: what a Vertex handle names as its endpoint.
 _BARE_HOST = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?")
 
+# ---- Dynamic Workload Scheduler (strategy FLEX_START, what scheduling.max_wait asks for) ------------------------
+#: Its requirements (https://cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws, "Requirements"): the job
+#: requests L4, A100, H100, H200 or B200 GPUs, its timeout is at most 7 days, and every worker pool has the same
+#: machine configuration. B200 is not in crosstrain's catalog; H100-MEGA is an H100.
+DWS_GPUS = ("L4", "A100", "A100-80GB", "H100", "H100-MEGA", "H200")
+DWS_GPU_NAMES = "L4, A100, H100, H200 and B200"
+DWS_MAX_TIMEOUT_S = 7 * 24 * 3600
+
 REDUCTION_SERVER_IMAGE = "{geo}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 
 # Region prefix -> the reduction-server image's multi-region (the docs: "pick the multi-region nearest").
