@@ -347,6 +347,23 @@ def test_a_region_that_is_not_one_is_refused_before_it_becomes_a_host_name() -> 
     assert [p.path for p in error.value.problems] == ["targets.vertex.region"]
 
 
+@pytest.mark.parametrize("target", ["vertex", "aiplatform"])
+def test_a_misspelt_region_is_refused_with_the_nearest_and_a_new_one_is_noted(target: str) -> None:
+    """`us-centrall1` once rendered (on Vertex AI as a host no one answers); a region newer than crosstrain's
+    list renders, and the render says crosstrain does not know it."""
+    backend = create_backend(target, environ={})
+    with pytest.raises(SpecError) as error:
+        backend.render(job(), {**SETTINGS, "region": "us-centrall1"})
+    [problem] = error.value.problems
+    assert problem.path == f"targets.{target}.region"
+    assert "did you mean us-central1?" in problem.message
+    assert "region: us-central1" in problem.fix
+    for known in ("us-central1", "europe-west4"):
+        assert not [n for n in backend.render(job(), {**SETTINGS, "region": known}).notes if "list of" in n]
+    newer = backend.render(job(), {**SETTINGS, "region": "europe-west13"})
+    assert any("region europe-west13 is not in crosstrain's list" in note for note in newer.notes)
+
+
 @pytest.mark.parametrize(
     ("scheduling", "nodes", "expected"),
     [

@@ -3,6 +3,7 @@ training command runs where the platform starts one process per node."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import re
@@ -65,6 +66,23 @@ def label_problems(job: TrainingJob) -> list[Problem]:
 def labels(job: TrainingJob, identity: str, fingerprint: str) -> dict[str, str]:
     """The job's labels plus the identity and fingerprint labels, sorted for a deterministic body."""
     return dict(sorted({**job.labels, IDENTITY_LABEL: identity[:63], FINGERPRINT_LABEL: fingerprint}.items()))
+
+
+def region_check(region: str, known: tuple[str, ...], target: str, platform: str) -> Problem | str | None:
+    """`region` against the platform's list: None where listed; a problem naming the nearest where it misspells
+    one (its words, less the number, are no listed region's: `us-centrall1`); else a note, since a region newer
+    than the list is allowed and the platform has the last word (`europe-west13`)."""
+    if region in known:
+        return None
+    words = region.rstrip("0123456789")
+    nearest = difflib.get_close_matches(region, known, n=1, cutoff=0.8)
+    if nearest and not any(name.rstrip("0123456789") == words for name in known):
+        return Problem(
+            f"targets.{target}.region",
+            f"{region!r} is not a {platform} region; did you mean {nearest[0]}?",
+            f"set targets.{target}.region: {nearest[0]} (or another of {platform}'s regions)",
+        )
+    return f"region {region} is not in crosstrain's list of {platform} regions: a newer one, or {platform} refuses it"
 
 
 #: Secrets in Google Secret Manager are read at start by crosstrain's runtime, with the job's service account.

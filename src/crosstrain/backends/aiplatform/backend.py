@@ -206,7 +206,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
             job.name,
             (*calls, call),
             settings.model_dump(mode="json"),
-            notes=(SHUTDOWN_NOTE, *tier_notes, *tf_notes, *code_notes, *secret_notes, *_data_notes(job)),
+            notes=(SHUTDOWN_NOTE, *plan.notes, *tier_notes, *tf_notes, *code_notes, *secret_notes, *_data_notes(job)),
             code=bundle.ref if bundle else None,
         )
 

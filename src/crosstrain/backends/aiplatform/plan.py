@@ -11,6 +11,7 @@ from crosstrain.backends._google import (
     label_problems,
     launch_problems,
     node_command,
+    region_check,
     staged_object,
 )
 from crosstrain.backends.aiplatform.settings import (
@@ -18,6 +19,7 @@ from crosstrain.backends.aiplatform.settings import (
     _NETWORK,
     BOOTSTRAP_PYTHON,
     MIN_MAX_WAIT_SECONDS,
+    REGIONS,
     RUNTIMES,
     AIPlatformSettings,
     runtime_pythons,
@@ -41,6 +43,7 @@ class Plan:
     bundle: packaging.Bundle | None  # the code (or function) the job ships
     staged: tuple[str, str] | None  # (bucket, object) it goes to
     python: str | None = None  # the pythonVersion of a job on a runtime version
+    notes: tuple[str, ...] = ()  # what the render says besides (a region crosstrain does not know)
 
 
 def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[Plan | None, list[Problem]]:
@@ -48,6 +51,9 @@ def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[Plan | None, 
     reason it cannot be: the render builds from the plan only. A reduction server is refused by the generic
     capability check, which points to --target vertex."""
     problems = label_problems(job)
+    region = region_check(settings.region, REGIONS, "aiplatform", "AI Platform Training")
+    if isinstance(region, Problem):
+        problems.append(region)
     problems += code_refusals(job, settings.staging_bucket, "aiplatform", "AI Platform Training")
     pools: dict[str, _PoolPlan] = {}
     try:
@@ -162,7 +168,7 @@ def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[Plan | None, 
         return None, list(dict.fromkeys(problems))  # pools that inherit the same field report it once
     bundle = packaging.for_job(job)
     staged = staged_object(settings.staging_bucket, bundle.short) if bundle and settings.staging_bucket else None
-    return Plan(pools, bundle, staged, python), []
+    return Plan(pools, bundle, staged, python, (region,) if isinstance(region, str) else ()), []
 
 
 def _runtime_python(runtime_version: str, python_version: str | None) -> str | Problem:

@@ -40,6 +40,19 @@ MIN_MAX_WAIT_SECONDS = 1800
 _JOB_ID_MAX = 128
 _NETWORK = re.compile(r"projects/\d+/global/networks/[^/]+")
 _BOOT_DISK_TYPES = ("pd-ssd", "pd-standard")
+#: AI Platform Training's regions (https://cloud.google.com/ml-engine/docs/regions, "Available regions":
+#: training). A region not listed is allowed, with a note.
+REGIONS = (
+    "us-west1",
+    "us-central1",
+    "us-east1",
+    "us-east4",
+    "europe-west1",
+    "europe-west4",
+    "asia-southeast1",
+    "asia-east1",
+    "asia-northeast1",
+)
 #: The Python crosstrain's bootstrap (`python -m crosstrain_code`, which runs a shipped job's command on every
 #: node) needs: it is written for 3.7 (`from __future__ import annotations`).
 BOOTSTRAP_PYTHON = "3.7"

@@ -137,7 +137,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
 
     def _render(self, job: TrainingJob, settings: VertexSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity
-        notes: list[str] = []
+        notes: list[str] = list(plan.notes)
         pools: list[dict[str, Any]] = [{}, {}, {}, {}]
         bundle, staged = plan.bundle, plan.staged
         calls: list[HttpCall] = []

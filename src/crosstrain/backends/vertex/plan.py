@@ -15,6 +15,7 @@ from crosstrain.backends._google import (
     code_refusals,
     label_problems,
     launch_problems,
+    region_check,
     staged_object,
 )
 from crosstrain.backends.vertex.settings import (
@@ -23,6 +24,7 @@ from crosstrain.backends.vertex.settings import (
     DWS_GPUS,
     DWS_MAX_TIMEOUT_S,
     REDUCTION_SERVER_IMAGE,
+    REGIONS,
     RUNTIMES,
     VertexSettings,
     egress_gbps,
@@ -57,12 +59,16 @@ class Plan:
     bundle: packaging.Bundle | None  # the code (or function) the job ships
     staged: tuple[str, str] | None  # (bucket, object) it goes to
     reducer: tuple[int, str] | None  # the reduction server's replicas, and why that many
+    notes: tuple[str, ...] = ()  # what the render says besides (a region crosstrain does not know)
 
 
 def _plan(job: TrainingJob, settings: VertexSettings) -> tuple[Plan | None, list[Problem]]:
     """What the job is on Vertex AI (each pool's machine and image, the bucket its code goes to, the reduction
     server's size), or every reason it cannot be: the render builds from the plan only."""
     problems = label_problems(job)
+    region = region_check(settings.region, REGIONS, "vertex", "Vertex AI")
+    if isinstance(region, Problem):
+        problems.append(region)
     machines: dict[str, _Machine] = {}
     images: dict[str, str] = {}
     problems += code_refusals(job, settings.staging_bucket, "vertex", "Vertex AI")
@@ -119,7 +125,7 @@ def _plan(job: TrainingJob, settings: VertexSettings) -> tuple[Plan | None, list
     pools = {role: _PoolPlan(machine, images[role]) for role, machine in machines.items()}
     bundle = packaging.for_job(job)
     staged = staged_object(settings.staging_bucket, bundle.short) if bundle and settings.staging_bucket else None
-    return Plan(pools, bundle, staged, reducer), []
+    return Plan(pools, bundle, staged, reducer, (region,) if isinstance(region, str) else ()), []
 
 
 def _flex_start_problems(job: TrainingJob, machines: Mapping[str, _Machine]) -> list[Problem]:
