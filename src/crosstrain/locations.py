@@ -30,6 +30,28 @@ def kind(path: str) -> str:
     return "local"
 
 
+_BUCKET_CHARACTERS = re.compile(r"[a-z0-9._-]+")
+
+
+def bucket_problem(location: str) -> str | None:
+    """Why a gs:// location's bucket is no Cloud Storage bucket name, or None (its naming rules: 3-63 lowercase
+    letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit; up to 222 with dots, each
+    dot-separated part at most 63; https://cloud.google.com/storage/docs/buckets#naming)."""
+    bucket = location.removeprefix("gs://").partition("/")[0]
+    if not bucket:
+        return "it names no bucket"
+    if not _BUCKET_CHARACTERS.fullmatch(bucket):
+        return f"bucket names hold only lowercase letters, digits, '-', '_' and '.', and {bucket!r} does not"
+    if not (bucket[0] + bucket[-1]).isalnum():
+        return f"bucket names start and end with a letter or digit, and {bucket!r} does not"
+    longest = 222 if "." in bucket else 63
+    if not 3 <= len(bucket) <= longest:
+        return f"bucket names are 3-63 characters (up to 222 with dots), and {bucket!r} has {len(bucket)}"
+    if any(len(part) > 63 for part in bucket.split(".")):
+        return f"each dot-separated part of a bucket name is at most 63 characters, and {bucket!r} has a longer one"
+    return None
+
+
 #: The kinds of location an Azure ML `mltable` can be.
 TABLE_KINDS = ("azureml", "azure", "local")
 

@@ -266,7 +266,7 @@ def test_the_sdk_falls_back_to_no_reducer_machine_where_we_default_to_n1_highcpu
 
 # -- rendering rules -----------------------------------------------------------------------------------------
 def test_body_uses_the_apis_json_encoding_and_pool_positions() -> None:
-    request = render(job(scheduling={"timeout": "24h", "spot": True}, output_dir="gs://b/out", network="n"))
+    request = render(job(scheduling={"timeout": "24h", "spot": True}, output_dir="gs://bkt/out", network="n"))
     body = request.create.body
     spec = body["jobSpec"]
     assert body["displayName"] == "conformance-job"
@@ -278,7 +278,7 @@ def test_body_uses_the_apis_json_encoding_and_pool_positions() -> None:
         "acceleratorCount": 4,
     }
     assert spec["scheduling"] == {"timeout": "86400s", "strategy": "SPOT"}
-    assert spec["baseOutputDirectory"] == {"outputUriPrefix": "gs://b/out"}
+    assert spec["baseOutputDirectory"] == {"outputUriPrefix": "gs://bkt/out"}
     assert spec["network"] == "n"
     env = spec["workerPoolSpecs"][1]["containerSpec"]["env"]
     assert env == [{"name": "NCCL_DEBUG", "value": "INFO"}]
@@ -362,6 +362,26 @@ def test_a_misspelt_region_is_refused_with_the_nearest_and_a_new_one_is_noted(ta
         assert not [n for n in backend.render(job(), {**SETTINGS, "region": known}).notes if "list of" in n]
     newer = backend.render(job(), {**SETTINGS, "region": "europe-west13"})
     assert any("region europe-west13 is not in crosstrain's list" in note for note in newer.notes)
+
+
+@pytest.mark.parametrize("target", ["vertex", "aiplatform"])
+@pytest.mark.parametrize(
+    ("bucket", "why"),
+    [
+        ("gs://b/s", "bucket names are 3-63 characters (up to 222 with dots), and 'b' has 1"),
+        ("gs://Stage/s", "bucket names hold only lowercase letters, digits, '-', '_' and '.', and 'Stage' does not"),
+        ("gs://-staging", "bucket names start and end with a letter or digit, and '-staging' does not"),
+        ("s3://staging", "it does not start with gs://"),
+    ],
+)
+def test_a_staging_bucket_that_is_not_one_says_why(target: str, bucket: str, why: str) -> None:
+    """`gs://b/s` was "not a Cloud Storage location" with no word of the rule it breaks."""
+    with pytest.raises(SpecError) as error:
+        create_backend(target, environ={}).render(job(), {**SETTINGS, "staging_bucket": bucket})
+    [problem] = error.value.problems
+    assert problem.path == f"targets.{target}.staging_bucket"
+    assert problem.message == f"{bucket!r} is not a Cloud Storage location: {why}"
+    assert problem.fix == "write gs://BUCKET or gs://BUCKET/PREFIX"
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from crosstrain.backends.base import launcher_command
 from crosstrain.backends.binding import shown
 from crosstrain.databricks_task import UnsafeArchive, checked, extract
 from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError, Unsupported
+from crosstrain.locations import bucket_problem
 from crosstrain.records import HttpCall, JobHandle, Request
 
 if TYPE_CHECKING:
@@ -158,10 +159,11 @@ PYTHON_MODULE = "crosstrain_code"
 
 
 def staging_problem(value: str) -> str | None:
-    """Why `value` is not a gs://bucket[/prefix] staging location, or None."""
-    if not _STAGING.fullmatch(value):
-        return f"{value!r} is not a Cloud Storage location; write gs://BUCKET or gs://BUCKET/PREFIX"
-    return None
+    """Why `value` is not a gs://bucket[/prefix] staging location (`what; fix`), or None."""
+    why = bucket_problem(value) if value.startswith("gs://") else "it does not start with gs://"
+    if why is None and not _STAGING.fullmatch(value):
+        why = "its prefix holds a NUL or a line break"
+    return f"{value!r} is not a Cloud Storage location: {why}; write gs://BUCKET or gs://BUCKET/PREFIX" if why else None
 
 
 def _staging_location(value: str | None) -> str | None:
