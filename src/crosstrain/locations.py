@@ -1,6 +1,6 @@
 """The data-location parser: what a location a job names is (Cloud Storage, an Azure ML asset or datastore, Azure
-Storage, S3, a Unity Catalog volume, DBFS, a local path), and where a function job's result goes under an output
-folder. The one place outside the platform packages that knows their storage schemes. Standard library only."""
+Storage, S3, a Unity Catalog volume, DBFS, a local path), and the folder a function job's result goes in under an
+output folder. The one place outside the platform packages that knows their storage schemes. Standard library only."""
 
 from __future__ import annotations
 
@@ -70,21 +70,3 @@ KIND_TITLES = {
 
 #: The folder under a job's `output_dir` where rank 0 of a function job leaves its result.
 RESULT_FOLDER = "crosstrain-result"
-
-
-def result_folder(output_dir: str | None) -> tuple[str, str] | None:
-    """Where a function job's result goes, given the job's `output_dir`: the folder as a node's file system
-    sees it (Cloud Storage through its FUSE mount, DBFS through /dbfs, a volume as it is) and as its storage
-    names it; None where no node mounts the output folder."""
-    if not output_dir:
-        return None
-    base = output_dir.rstrip("/")
-    if base.startswith("gs://"):
-        node = "/gcs/" + base.removeprefix("gs://")
-    elif base.startswith("dbfs:/"):
-        node = "/dbfs/" + base.removeprefix("dbfs:/").lstrip("/")
-    elif base.startswith("/Volumes/"):
-        node = base
-    else:
-        return None
-    return f"{node}/{RESULT_FOLDER}", f"{base}/{RESULT_FOLDER}"

@@ -63,6 +63,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
 
     emulation = EMULATION
     data_placement = data_placement("AI Platform Training", fuse=False)
+    # No result_places: its nodes have no Cloud Storage mount, so a file rank 0 writes stays on the node.
     name = "aiplatform"
     title = "AI Platform Training (legacy, shut down 2025-01-31)"
     extra = "aiplatform"

@@ -61,6 +61,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
 
     emulation = EMULATION
     data_placement = data_placement("Vertex AI", fuse=True)
+    result_places = {"gs": "gs://my-bucket/runs"}  # written through the FUSE mount, read with the storage client
     name = "vertex"
     title = "Vertex AI custom training"
     extra = "vertex"
