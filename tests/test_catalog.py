@@ -99,7 +99,15 @@ def test_a_count_the_machine_cannot_carry_is_refused() -> None:
     assert (path, fix) == ("machine.accelerator.count", "use a count of 1, 2, 4")
     path, message, fix = refusal("azureml", machine_type=None, gpu="A100", gpu_count=4)
     assert message == "azureml has no machine with 4 x A100"
-    assert fix == "pick from: A100:8 (Standard_ND96asr_v4)"
+    assert fix == (  # the hint once stopped at A100:8, though Azure has 4 x A100 80 GB
+        "pick from: A100:8 (Standard_ND96asr_v4); A100-80GB:1 (Standard_NC24ads_A100_v4); A100-80GB:2 "
+        "(Standard_NC48ads_A100_v4); A100-80GB:4 (Standard_NC96ads_A100_v4); A100-80GB:8 (Standard_ND96amsr_A100_v4)"
+    )
+    path, message, fix = refusal("azureml", machine_type=None, gpu="H100", gpu_count=2)
+    assert (
+        fix == "pick from: H100:8 (Standard_ND96isr_H100_v5); H100-NVL:1 (Standard_NC40ads_H100_v5); H100-NVL:2 "
+        "(Standard_NC80adis_H100_v5)"
+    )
 
 
 @pytest.mark.parametrize(

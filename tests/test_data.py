@@ -69,8 +69,8 @@ def problems(data: dict[str, Any]) -> list[Problem]:
 
 # -- the spec ------------------------------------------------------------------------------------------------
 def test_short_and_long_forms_mean_the_same_location() -> None:
-    short = job_from_dict({"name": "d", "inputs": {"train": "gs://b/d"}})
-    long = job_from_dict({"name": "d", "inputs": {"train": {"path": "gs://b/d", "type": "folder"}}})
+    short = job_from_dict({"name": "d", "inputs": {"train": "gs://bkt/d"}})
+    long = job_from_dict({"name": "d", "inputs": {"train": {"path": "gs://bkt/d", "type": "folder"}}})
     assert short.inputs == long.inputs
     assert short.inputs["train"].shown_mode() == "mount"
 
@@ -79,37 +79,41 @@ def test_short_and_long_forms_mean_the_same_location() -> None:
     ("data", "path", "message", "fix"),
     [
         (
-            {"inputs": {"train": "gs://b/d"}, "command": ["python", "t.py", "${inputs.trian}"]},
+            {"inputs": {"train": "gs://bkt/d"}, "command": ["python", "t.py", "${inputs.trian}"]},
             "command[2]",
             "${inputs.trian} names no input",
             "did you mean ${inputs.train}?",
         ),
         (
-            {"outputs": {"model": "gs://b/m"}, "env": {"OUT": "${outputs.modle}"}},
+            {"outputs": {"model": "gs://bkt/m"}, "env": {"OUT": "${outputs.modle}"}},
             "env.OUT",
             "names no output",
             "${outputs.model}",
         ),
         ({"workers": {"replicas": 1, "args": ["${inputs.x}"]}}, "workers.args[0]", "no input", "declare it"),
         (
-            {"inputs": {"train": "gs://b/d"}, "command": "python t.py --data ${{inputs.train}}"},
+            {"inputs": {"train": "gs://bkt/d"}, "command": "python t.py --data ${{inputs.train}}"},
             "command[3]",
             "Azure ML's spelling",
             "write ${inputs.train}",
         ),
-        ({"inputs": {"train": {"path": "gs://b/d", "mode": "upload"}}}, "inputs.train.mode", "mode of outputs", ""),
-        ({"outputs": {"m": {"path": "gs://b/d", "mode": "download"}}}, "outputs.m.mode", "mode of inputs", "upload"),
-        ({"inputs": {"train": {"path": "gs://b/d", "mode": "copy"}}}, "inputs.train.mode", "not a data mode", ""),
-        ({"inputs": {"t": {"path": "gs://b/d/", "type": "file"}}}, "inputs.t", "names a folder", "type: folder"),
+        ({"inputs": {"train": {"path": "gs://bkt/d", "mode": "upload"}}}, "inputs.train.mode", "mode of outputs", ""),
+        ({"outputs": {"m": {"path": "gs://bkt/d", "mode": "download"}}}, "outputs.m.mode", "mode of inputs", "upload"),
+        ({"inputs": {"train": {"path": "gs://bkt/d", "mode": "copy"}}}, "inputs.train.mode", "not a data mode", ""),
+        ({"inputs": {"t": {"path": "gs://bkt/d/", "type": "file"}}}, "inputs.t", "names a folder", "type: folder"),
         ({"inputs": {"t": {"path": "s3://b/d", "type": "table"}}}, "inputs.t", "mltable", "type: folder"),
         ({"inputs": {"m": {"path": "gs://b/m/", "type": "mlflow_model"}}}, "inputs.m", "Azure ML model", "folder"),
         ({"outputs": {"m": {"path": "s3://b/m/", "type": "custom_model"}}}, "outputs.m", "Azure ML model", "folder"),
         ({"inputs": {"t": "ftp://host/d"}}, "inputs.t.path", "no ftp:// locations", "gs://BUCKET/PATH"),
         ({"inputs": {"t": "azureml:cifar"}}, "inputs.t.path", "not a registered data asset", "azureml:NAME:VERSION"),
         ({"inputs": {"t": "gs://"}}, "inputs.t.path", "names no bucket", ""),
-        ({"inputs": {"2train": "gs://b/d"}}, "inputs.2train", "not a valid input name", "letters, digits"),
+        # The staging bucket's rule, held to every gs:// location: no bucket is called `b` or `My_Data`.
+        ({"inputs": {"t": "gs://b/d"}}, "inputs.t.path", "bucket names are 3-63 characters", "gs://BUCKET/PATH"),
+        ({"outputs": {"m": "gs://My_Data/m"}}, "outputs.m.path", "only lowercase letters", "gs://BUCKET/PATH"),
+        ({"output_dir": "gs://b/runs"}, "output_dir", "(up to 222 with dots), and 'b' has 1", "gs://BUCKET/PATH"),
+        ({"inputs": {"2train": "gs://bkt/d"}}, "inputs.2train", "not a valid input name", "letters, digits"),
         ({"inputs": {"t": {"type": "folder"}}}, "inputs.t.path", "an input needs a path", "add `path:`"),
-        ({"inputs": {"t": "gs://b/d"}, "outputs": {"t": "gs://b/o"}}, "outputs.t", "both an input", "rename"),
+        ({"inputs": {"t": "gs://bkt/d"}, "outputs": {"t": "gs://bkt/o"}}, "outputs.t", "both an input", "rename"),
         ({"shell": True, "command": ["python", "t.py"]}, "command", "one shell line", "one string"),
         ({"shell": True, "workers": {"replicas": 1, "command": ["a", "b"]}}, "workers.command", "one shell line", ""),
         ({"shell": True, "command": "  "}, "command", "the shell line is empty", ""),
@@ -150,35 +154,35 @@ def test_the_json_schema_documents_the_new_fields() -> None:
 def test_vertex_mounts_cloud_storage_under_gcs_in_the_command_args_and_env() -> None:
     job = spec(
         "vertex",
-        inputs={"train": "gs://b/cifar", "raw": {"path": "gs://b/raw", "mode": "direct"}},
-        outputs={"model": "gs://b/out/model"},
+        inputs={"train": "gs://bkt/cifar", "raw": {"path": "gs://bkt/raw", "mode": "direct"}},
+        outputs={"model": "gs://bkt/out/model"},
         args=["--raw", "${inputs.raw}"],
         env={"DATA": "${inputs.train}"},
     )
     request = render("vertex", job)
     assert_valid(request)
     container = request.create.body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
-    assert container["command"] == ["python", "train.py", "--data", "/gcs/b/cifar", "--out", "/gcs/b/out/model"]
-    assert container["args"] == ["--raw", "gs://b/raw"]
-    assert container["env"] == [{"name": "DATA", "value": "/gcs/b/cifar"}]
+    assert container["command"] == ["python", "train.py", "--data", "/gcs/bkt/cifar", "--out", "/gcs/bkt/out/model"]
+    assert container["args"] == ["--raw", "gs://bkt/raw"]
+    assert container["env"] == [{"name": "DATA", "value": "/gcs/bkt/cifar"}]
 
 
 @pytest.mark.parametrize(
     ("target", "location", "path", "words"),
     [
-        ("vertex", {"path": "gs://b/d", "mode": "download"}, "inputs.train.mode", "FUSE mount"),
+        ("vertex", {"path": "gs://bkt/d", "mode": "download"}, "inputs.train.mode", "FUSE mount"),
         ("vertex", "s3://b/d", "inputs.train.mode", "mode: direct"),
         ("vertex", "/Volumes/c/s/v", "inputs.train", "cannot reach"),
         ("vertex", "azureml:cifar:1", "inputs.train", "cannot reach"),
-        ("aiplatform", {"path": "gs://b/d", "mode": "mount"}, "inputs.train.mode", "no Cloud Storage FUSE"),
+        ("aiplatform", {"path": "gs://bkt/d", "mode": "mount"}, "inputs.train.mode", "no Cloud Storage FUSE"),
         ("databricks", "s3://b/d", "inputs.train.mode", "only /Volumes/ and /dbfs/"),
         ("databricks", {"path": "/Volumes/c/s/v", "mode": "download"}, "inputs.train.mode", "in place"),
-        ("databricks", "gs://b/d", "inputs.train.mode", "mode: direct"),
+        ("databricks", "gs://bkt/d", "inputs.train.mode", "mode: direct"),
         ("databricks", "./data", "inputs.train", "cannot reach"),
-        ("azureml", "gs://b/d", "inputs.train", "cannot reach"),
+        ("azureml", "gs://bkt/d", "inputs.train", "cannot reach"),
         ("azureml", "./data", "inputs.train", "az ml data create"),
         ("azureml", "azureml:cifar@latest", "inputs.train", "pin the version"),
-        ("local", "gs://b/d", "inputs.train", "local paths only"),
+        ("local", "gs://bkt/d", "inputs.train", "local paths only"),
         ("local", "s3://b/d", "inputs.train", "copy the data here"),
         ("local", "./no-such-folder", "inputs.train.path", "does not exist"),
     ],
@@ -195,8 +199,8 @@ def test_a_location_a_target_cannot_reach_is_refused_with_the_reason(
 
 def _reachable_output(target: str) -> Any:
     return {
-        "vertex": "gs://b/m",
-        "aiplatform": "gs://b/m",
+        "vertex": "gs://bkt/m",
+        "aiplatform": "gs://bkt/m",
         "databricks": "/Volumes/c/s/m",
         "azureml": {},
         "local": "./out",
@@ -205,11 +209,11 @@ def _reachable_output(target: str) -> Any:
 
 
 def test_aiplatform_passes_the_gs_uri_and_says_so() -> None:
-    job = spec("aiplatform", inputs={"train": "gs://b/d"}, outputs={"model": "gs://b/m"})
+    job = spec("aiplatform", inputs={"train": "gs://bkt/d"}, outputs={"model": "gs://bkt/m"})
     request = render("aiplatform", job)
     assert_valid(request)
     command = request.create.body["trainingInput"]["masterConfig"]["containerCommand"]
-    assert command == ["python", "train.py", "--data", "gs://b/d", "--out", "gs://b/m"]
+    assert command == ["python", "train.py", "--data", "gs://bkt/d", "--out", "gs://bkt/m"]
     assert any("no Cloud Storage FUSE mount" in note for note in request.notes)
 
 
@@ -271,10 +275,10 @@ def test_azureml_refuses_a_reference_in_an_environment_variable() -> None:
 
 
 def test_the_fake_keeps_every_location_as_written() -> None:
-    job = spec(inputs={"train": "gs://b/d"}, outputs={"model": {"mode": "upload"}})
+    job = spec(inputs={"train": "gs://bkt/d"}, outputs={"model": {"mode": "upload"}})
     body = render("fake", job).create.body
-    assert body["pools"][0]["command"] == ["python", "train.py", "--data", "gs://b/d", "--out", "${outputs.model}"]
-    assert body["inputs"] == {"train": {"path": "gs://b/d", "type": "folder"}}
+    assert body["pools"][0]["command"] == ["python", "train.py", "--data", "gs://bkt/d", "--out", "${outputs.model}"]
+    assert body["inputs"] == {"train": {"path": "gs://bkt/d", "type": "folder"}}
     assert body["outputs"] == {"model": {"type": "folder", "mode": "upload"}}
 
 
@@ -287,12 +291,12 @@ def shell_job(target: str, location: str, **changes: Any) -> Any:
 
 
 def test_vertex_runs_the_line_with_bash_and_under_the_launcher() -> None:
-    request = render("vertex", shell_job("vertex", "gs://b/d"))
+    request = render("vertex", shell_job("vertex", "gs://bkt/d"))
     assert_valid(request)
-    line = 'cd src && python train.py --rank "$RANK" --data /gcs/b/d'
+    line = 'cd src && python train.py --rank "$RANK" --data /gcs/bkt/d'
     container = request.create.body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
     assert container["command"] == ["bash", "-c", line]
-    per_node = shell_job("vertex", "gs://b/d", primary={"machine": "T4:2"})
+    per_node = shell_job("vertex", "gs://bkt/d", primary={"machine": "T4:2"})
     container = render("vertex", per_node).create.body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]
     assert container["command"][-4:] == ["--", "bash", "-c", line]  # each rank the launcher starts runs the line
 
@@ -385,7 +389,7 @@ def test_placing_the_paths_sets_no_field_the_user_did_not() -> None:
             "name": "j",
             "image": "img:1",
             "command": ["python", "train.py", "${inputs.train}"],
-            "inputs": {"train": "gs://b/train"},
+            "inputs": {"train": "gs://bkt/train"},
             "primary": {"machine": "T4:1"},
         }
     )

@@ -101,9 +101,68 @@ def test_a_function_on_a_google_target_needs_a_staging_bucket(target: str) -> No
     assert any("kept nowhere" in note for note in request.notes)
     job = job.model_copy(update={"output_dir": "gs://my-bucket/runs"})
     request = backend.render(job, {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket/stage"})
-    assert request.result_at == "gs://my-bucket/runs/crosstrain-result/result.pkl"
+    # AI Platform's nodes have no Cloud Storage mount: what rank 0 writes under /gcs/ stays on the node.
+    expected = "gs://my-bucket/runs/crosstrain-result/result.pkl" if target == "vertex" else ""
+    assert request.result_at == expected
     upload = "https://storage.googleapis.com/upload/storage/v1/b/my-bucket/"
     assert any(call.url.startswith(upload) for call in request.calls)
+
+
+DATABRICKS: dict[str, Any] = {"host": "https://dbc-1234abcd-5678.cloud.databricks.com"}
+GOOGLE: dict[str, Any] = {"project": "p", "region": "us-central1", "staging_bucket": "gs://my-bucket/stage"}
+
+
+@pytest.mark.parametrize(
+    ("target", "settings", "output_dir", "node_folder"),
+    [
+        ("vertex", GOOGLE, "gs://my-bucket/runs", "/gcs/my-bucket/runs/crosstrain-result"),
+        ("databricks", DATABRICKS, "/Volumes/main/ml/runs", "/Volumes/main/ml/runs/crosstrain-result"),
+        ("databricks", DATABRICKS, "dbfs:/runs/", "/dbfs/runs/crosstrain-result"),
+        ("databricks", DATABRICKS, "gs://my-bucket/runs", None),  # a cluster mounts no Cloud Storage at /gcs/
+        ("aiplatform", GOOGLE, "gs://my-bucket/runs", None),  # nor does an AI Platform node
+    ],
+)
+def test_a_functions_result_goes_where_the_platforms_nodes_write_and_crosstrain_reads_back(
+    target: str, settings: dict[str, Any], output_dir: str, node_folder: str | None
+) -> None:
+    """The result folder is the platform's own: Databricks once told its nodes /gcs/... for a gs:// output_dir."""
+    job = {"name": "fn", "image": "img:1", "primary": {"machine": "A10G:1" if target == "databricks" else "T4:1"}}
+    request = crosstrain.render_function(all_reduce_ranks, {**job, "output_dir": output_dir}, target, **settings)
+    stored = f"{output_dir.rstrip('/')}/crosstrain-result/result.pkl"
+    assert request.result_at == (stored if node_folder else "")
+    assert ('"CROSSTRAIN_RESULT_DIR"' in request.to_json()) == bool(node_folder)
+    if node_folder:
+        assert node_folder in request.to_json()
+
+
+@pytest.mark.parametrize(
+    ("target", "settings", "says", "fix"),
+    [
+        ("vertex", GOOGLE, "under an output_dir in Cloud Storage", "set output_dir, e.g. gs://my-bucket/runs"),
+        (
+            "databricks",
+            DATABRICKS,
+            "under an output_dir in a Unity Catalog volume or DBFS",
+            "set output_dir, e.g. /Volumes/main/ml/runs or dbfs:/runs",
+        ),
+        ("aiplatform", GOOGLE, "nodes write no output folder that crosstrain reads back", "crosstrain targets"),
+    ],
+)
+def test_a_function_whose_result_would_be_lost_is_told_where_this_platform_keeps_one(
+    target: str, settings: dict[str, Any], says: str, fix: str
+) -> None:
+    """Databricks was told to set a gs:// output_dir, which its nodes do not write."""
+    job = {"name": "fn", "image": "img:1", "primary": {"machine": "A10G:1" if target == "databricks" else "T4:1"}}
+    request = crosstrain.render_function(all_reduce_ranks, job, target, **settings)
+    assert request.result_at == ""
+    assert any(says in note and fix in note for note in request.notes)
+    with pytest.raises(SpecError) as refused:
+        crosstrain.submit_function(all_reduce_ranks, job, target, **settings)
+    [problem] = refused.value.problems
+    assert problem.path == "output_dir"
+    assert says in problem.message
+    assert fix in problem.fix
+    assert target == "vertex" or "gs://" not in problem.fix
 
 
 def test_a_submitted_functions_handle_brings_rank_zeros_result_back(tmp_path: Path) -> None:

@@ -186,6 +186,43 @@ def test_a_requirement_is_held_to_one_rule_in_a_list_and_in_a_file(
         assert "S3CRET" not in str(refused.value)
 
 
+@pytest.mark.parametrize("case", list(fuzzing.CASES))
+@pytest.mark.parametrize(
+    ("pools", "path"),
+    [
+        ({"command": "python missing.py"}, "command"),
+        ({"command": "python -u missing.py --epochs 2"}, "command"),
+        ({"command": ["bash", "missing.sh"]}, "command"),
+        ({"command": "./missing.sh"}, "command"),
+        ({"command": "python train.py", "primary": {"command": "python3 missing.py"}}, "primary.command"),
+    ],
+    ids=["python", "options", "bash", "path", "primary"],
+)
+def test_a_command_file_the_shipped_folder_lacks_is_refused_on_every_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, pools: dict[str, Any], path: str
+) -> None:
+    """With `code:` the command runs in the shipped folder everywhere; only Databricks once said the file was not
+    there, and every other target rendered a job whose nodes all fail to find it."""
+    folder = fuzzing.prepare(tmp_path)
+    monkeypatch.chdir(folder)
+    target, settings = fuzzing.CASES[case]
+    backend = create_backend(target, environ={})
+    job = {"name": "j", "image": "registry.example/t:1", "code": ".", "primary": {"machine": "A100:8"}}
+    with pytest.raises(SpecError) as refused:
+        backend.render(_job({**job, **pools}, folder), settings(folder))
+    found = [p for p in refused.value.problems if "is not in the code folder" in p.message]
+    assert [p.path for p in found] == [path], refused.value.problems
+    assert "missing." in found[0].message
+    assert found[0].fix
+    for shipped in ("python train.py", "python -m train", "python /opt/app/train.py", "python dbfs:/code/t.py"):
+        try:
+            backend.render(_job({**job, "command": shipped}, folder), settings(folder))
+            others: list[str] = []
+        except SpecError as other:  # refused for what this target lacks, never for the file
+            others = [p.message for p in other.problems]
+        assert not [m for m in others if "not in the code folder" in m], shipped
+
+
 def test_the_archive_pip_installs_and_the_bootstrap_runs_the_command_where_crosstrain_is_not_installed(
     tmp_path: Path, stock_python: Path
 ) -> None:

@@ -192,16 +192,7 @@ def submit_function(
     bundle with cloudpickle: `crosstrain.function`); `handle.result()` waits and returns rank 0's result."""
     backend, request = _function_request(fn, job, target, args, kwargs, run_id, None, settings)
     if not request.result_at:
-        raise SpecError(
-            [
-                Problem(
-                    "output_dir",
-                    f"a function's result on {request.target} is written to the job's output_dir, and the job has none "
-                    "that the nodes can write (gs://, dbfs:/ or /Volumes/)",
-                    "set output_dir, e.g. gs://my-bucket/runs or /Volumes/main/ml/runs",
-                )
-            ]
-        )
+        raise SpecError([backend.lost_result()])
     return backend.send(request).of(request)
 
 

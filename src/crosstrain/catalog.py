@@ -493,15 +493,25 @@ def _families(platform: str) -> set[str]:
     return prefixes
 
 
+def variants(kind: str) -> list[str]:
+    """The catalog's kinds of one GPU, `kind` first: A100 and A100-80GB; H100, H100-MEGA and H100-NVL."""
+    base = kind.split("-")[0]
+    return [kind, *(k.name for k in GPU_KINDS if k.name != kind and k.name.split("-")[0] == base)]
+
+
 def choices(platform: str, gpu: str | None = None) -> str:
-    """Human list of valid choices, for error messages."""
+    """Human list of valid choices, for error messages: with `gpu`, the machines of every variant of it the
+    platform offers (A100:4 is no Azure size, A100-80GB:4 is)."""
     offers = OFFERS[platform]
     if gpu is None:
         return ", ".join(offers) or "none"
-    offer = offers[gpu]
-    parts = [f"{gpu}:{n} ({', '.join(offer.machines.get(n, ()) or (offer.family_counts[n],))})" for n in offer.counts()]
-    if offer.family:
-        parts.append(f"or any {offer.family}* machine with {'/'.join(map(str, offer.counts()))} GPUs")
+    parts = []
+    for kind in (k for k in variants(gpu) if k in offers):
+        offer = offers[kind]
+        counts = offer.counts()
+        parts += [f"{kind}:{n} ({', '.join(offer.machines.get(n, ()) or (offer.family_counts[n],))})" for n in counts]
+        if offer.family:
+            parts.append(f"or any {offer.family}* machine with {'/'.join(map(str, counts))} x {kind}")
     return "; ".join(parts)
 
 

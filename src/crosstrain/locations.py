@@ -1,6 +1,6 @@
 """The data-location parser: what a location a job names is (Cloud Storage, an Azure ML asset or datastore, Azure
-Storage, S3, a Unity Catalog volume, DBFS, a local path), and where a function job's result goes under an output
-folder. The one place outside the platform packages that knows their storage schemes. Standard library only."""
+Storage, S3, a Unity Catalog volume, DBFS, a local path), and the folder a function job's result goes in under an
+output folder. The one place outside the platform packages that knows their storage schemes. Standard library only."""
 
 from __future__ import annotations
 
@@ -30,6 +30,28 @@ def kind(path: str) -> str:
     return "local"
 
 
+_BUCKET_CHARACTERS = re.compile(r"[a-z0-9._-]+")
+
+
+def bucket_problem(location: str) -> str | None:
+    """Why a gs:// location's bucket is no Cloud Storage bucket name, or None (its naming rules: 3-63 lowercase
+    letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit; up to 222 with dots, each
+    dot-separated part at most 63; https://cloud.google.com/storage/docs/buckets#naming)."""
+    bucket = location.removeprefix("gs://").partition("/")[0]
+    if not bucket:
+        return "it names no bucket"
+    if not _BUCKET_CHARACTERS.fullmatch(bucket):
+        return f"bucket names hold only lowercase letters, digits, '-', '_' and '.', and {bucket!r} does not"
+    if not (bucket[0] + bucket[-1]).isalnum():
+        return f"bucket names start and end with a letter or digit, and {bucket!r} does not"
+    longest = 222 if "." in bucket else 63
+    if not 3 <= len(bucket) <= longest:
+        return f"bucket names are 3-63 characters (up to 222 with dots), and {bucket!r} has {len(bucket)}"
+    if any(len(part) > 63 for part in bucket.split(".")):
+        return f"each dot-separated part of a bucket name is at most 63 characters, and {bucket!r} has a longer one"
+    return None
+
+
 #: The kinds of location an Azure ML `mltable` or model can be.
 TABLE_KINDS = ("azureml", "azure", "local")
 #: The data types only Azure ML reads (`type:`), as messages name them.
@@ -54,21 +76,3 @@ KIND_TITLES = {
 
 #: The folder under a job's `output_dir` where rank 0 of a function job leaves its result.
 RESULT_FOLDER = "crosstrain-result"
-
-
-def result_folder(output_dir: str | None) -> tuple[str, str] | None:
-    """Where a function job's result goes, given the job's `output_dir`: the folder as a node's file system
-    sees it (Cloud Storage through its FUSE mount, DBFS through /dbfs, a volume as it is) and as its storage
-    names it; None where no node mounts the output folder."""
-    if not output_dir:
-        return None
-    base = output_dir.rstrip("/")
-    if base.startswith("gs://"):
-        node = "/gcs/" + base.removeprefix("gs://")
-    elif base.startswith("dbfs:/"):
-        node = "/dbfs/" + base.removeprefix("dbfs:/").lstrip("/")
-    elif base.startswith("/Volumes/"):
-        node = base
-    else:
-        return None
-    return f"{node}/{RESULT_FOLDER}", f"{base}/{RESULT_FOLDER}"

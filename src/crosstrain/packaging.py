@@ -39,6 +39,7 @@ import gzip
 import hashlib
 import io
 import os
+import re
 import stat
 import tarfile
 import tempfile
@@ -671,6 +672,69 @@ def for_job(job: Any, *, ignore_files: Sequence[str] = IGNORE_FILES, limits: Lim
         function=function,
         job_file=job.job_file,
     )
+
+
+#: Interpreters whose first word that is not an option names the file they run (`python train.py`, `bash run.sh`);
+#: their options that take the next word as a value, and those that run no file (`-m MODULE`, `-c CODE`, stdin).
+_INTERPRETER = re.compile(r"python(3(\.\d+)?)?|bash|sh")
+_VALUE_OPTIONS = frozenset({"-W", "-X"})
+_NO_FILE = ("-m", "-c")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def command_file_problems(job: Any) -> list[Problem]:
+    """The files pools' commands run (`python train.py`, `bash run.sh`, `./run.sh`) that the shipped folder does
+    not hold. A job with `code:` runs its command in that folder on every target, so every node would fail."""
+    if job.code is None:
+        return []
+    try:
+        shipped = for_job(job)
+    except UploadRefused:
+        return []  # the folder itself is refused by the target's plan
+    if shipped is None:
+        return []
+    files = {f.path.removeprefix(USER_PREFIX) for f in shipped.user_files}
+    problems = []
+    for pool in job.pools():
+        target = _command_file([*(pool.command or []), *pool.args]) if pool.shell_line is None else None
+        if target is None:
+            continue
+        name = os.path.normpath(target)
+        if name in files or any(f.startswith(f"{name}/") for f in files):  # a file, or a folder python runs
+            continue
+        own = getattr(job, pool.role)
+        field = "command" if own.command is None else f"{pool.role}.command"
+        if pool.role == "workers" and own.command is None and job.primary.command is not None:
+            field = "primary.command"
+        problems.append(
+            Problem(
+                field,
+                f"{target} is not in the code folder {shipped.folder} (or an ignore file leaves it out); the "
+                "command runs in that folder",
+                "name the file by its path under the code folder",
+            )
+        )
+    return list(dict.fromkeys(problems))
+
+
+def _command_file(words: list[str]) -> str | None:
+    """The relative path of the file a command runs, where it names one."""
+    if not words:
+        return None
+    found: str | None = words[0] if "/" in words[0] else None
+    if _INTERPRETER.fullmatch(os.path.basename(words[0])):
+        found, rest = None, iter(words[1:])
+        for word in rest:
+            if word == "-" or word.startswith(_NO_FILE):
+                return None
+            if word in _VALUE_OPTIONS:
+                next(rest, None)
+            elif not word.startswith("-"):
+                found = word
+                break
+    if found is None or os.path.isabs(found) or found.startswith("~") or "$" in found or _SCHEME.match(found):
+        return None  # in the image, on the cluster, or filled in on the node
+    return found
 
 
 def code_folder(job: Any) -> Path | None:

@@ -240,6 +240,13 @@ DATA_REFERENCE = re.compile(r"\$\{(inputs|outputs)\.([^{}]*)\}")
 _AZURE_REFERENCE = re.compile(r"\$\{\{\s*(inputs|outputs)\.([^{}]*?)\s*\}\}")
 
 
+def _check_bucket(value: str, shown: str) -> None:
+    """A gs:// location names a bucket Cloud Storage could hold, on every target."""
+    why = locations.bucket_problem(value) if value.startswith("gs://") else None
+    if why:
+        raise _invalid(f"{shown!r} is not a Cloud Storage location: {why}", "write gs://BUCKET/PATH, BUCKET as named")
+
+
 def _data_location(value: Any) -> Any:
     """The short form, a path, is `{path: PATH}`."""
     return {"path": value} if isinstance(value, str) else value
@@ -278,6 +285,7 @@ class _DataLocation(_Model):
             )
         if value.startswith("dbfs:") and not value.startswith("dbfs:/"):
             raise _invalid(f"{shown!r} is not a DBFS path", "write dbfs:/PATH")
+        _check_bucket(value, shown)
         return value
 
     @model_validator(mode="after")
@@ -746,6 +754,13 @@ class TrainingJob(_Model):
                 f"{value!r} is not a portable environment",
                 "write `pytorch` or `pytorch:2.4`; a platform's own runtime goes in targets.<target>.environment",
             )
+        return value
+
+    @field_validator("output_dir")
+    @classmethod
+    def _output_dir(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_bucket(value, value if len(value) <= 80 else f"{value[:77]}...")
         return value
 
     @field_validator("code")

@@ -91,7 +91,7 @@ TOPOLOGIES: dict[str, dict[str, Any]] = {
     "everything": {
         "identity": "sa@p.iam.gserviceaccount.com",
         "network": "projects/123/global/networks/vpc",
-        "output_dir": "gs://b/out",
+        "output_dir": "gs://bkt/out",
         "scheduling": {"timeout": "1h", "max_wait": "30m"},
         "primary": {"boot_disk": {"type": "pd-standard", "size_gb": 300}},
     },
@@ -182,7 +182,7 @@ def test_optional_fields_and_settings_overrides() -> None:
     ti = training_input(TOPOLOGIES["everything"], priority=500)
     assert ti["serviceAccount"] == "sa@p.iam.gserviceaccount.com"
     assert ti["network"] == "projects/123/global/networks/vpc"
-    assert ti["jobDir"] == "gs://b/out"
+    assert ti["jobDir"] == "gs://bkt/out"
     assert ti["scheduling"] == {"maxRunningTime": "3600s", "maxWaitTime": "1800s", "priority": 500}
     assert ti["masterConfig"]["diskConfig"] == {"bootDiskType": "pd-standard", "bootDiskSizeGb": 300}
     overridden = training_input(TOPOLOGIES["everything"], service_account="ci@p.iam.gserviceaccount.com")

@@ -548,6 +548,8 @@ def test_validation_catches_what_load_job_lets_through(
         ({"scheduling": {"spot": True}}, {"job_tier": "premium"}, "targets.azureml.job_tier", "spot"),
         ({"output_dir": "azureml://datastores/x/paths/y"}, {}, "output_dir", "outputs"),
         ({"scheduling": {"max_wait": "1h"}}, {}, "scheduling.max_wait", "deadline"),
+        # The hint once named A100:8 only: Azure's 4-GPU A100 size carries the 80 GB kind.
+        ({"primary": {"machine": "A100:4"}}, {}, "primary.machine.accelerator.count", "A100-80GB:4 (Standard_NC96ads"),
     ],
 )
 def test_what_azure_cannot_express_is_refused(

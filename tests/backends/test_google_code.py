@@ -287,6 +287,35 @@ def test_aiplatform_runs_a_package_on_a_runtime_version_or_your_image(tmp_path: 
     assert "runtimeVersion" not in own.create.body["trainingInput"]
 
 
+def test_a_runtime_version_runs_the_bootstrap_on_python_3_7_never_its_default_python_2_7(tmp_path: Path) -> None:
+    """Runtime versions up to 1.15 run Python 2.7 unless `pythonVersion` says otherwise, and the bootstrap every
+    node starts (`python -m crosstrain_code`) cannot run there: 1.15 once rendered with no pythonVersion."""
+    path = write_job(tmp_path, environment=None)
+    for version in ("1.15", "2.11"):
+        request = render("aiplatform", path, runtime_version=version)
+        assert_valid(request)
+        assert request.create.body["trainingInput"]["pythonVersion"] == "3.7"
+        assert any("pythonVersion 3.7" in note for note in request.notes)
+
+
+@pytest.mark.parametrize(
+    ("settings", "path", "words"),
+    [
+        ({"runtime_version": "1.4"}, "targets.aiplatform.runtime_version", "runs Python 2.7 and 3.5"),
+        ({"runtime_version": "1.2"}, "targets.aiplatform.runtime_version", "runs Python 2.7, and"),
+        ({"runtime_version": "1.15", "python_version": "2.7"}, "targets.aiplatform.python_version", "needs Python 3.7"),
+        ({"runtime_version": "2.11", "python_version": "3.5"}, "targets.aiplatform.python_version", "not 3.5"),
+        ({"runtime_version": "latest"}, "targets.aiplatform.runtime_version", "not a runtime version"),
+    ],
+)
+def test_a_runtime_version_without_a_python_the_bootstrap_runs_on_is_refused(
+    tmp_path: Path, settings: dict[str, str], path: str, words: str
+) -> None:
+    found = problems_of("aiplatform", write_job(tmp_path, environment=None), **settings)
+    assert list(found) == [path]
+    assert words in found[path]
+
+
 def test_aiplatform_refuses_pools_that_would_need_different_package_arguments(tmp_path: Path) -> None:
     found = problems_of("aiplatform", write_job(tmp_path, workers={"replicas": 1, "command": ["python", "other.py"]}))
     assert "one argument list" in found["command"]

@@ -266,7 +266,7 @@ def test_the_sdk_falls_back_to_no_reducer_machine_where_we_default_to_n1_highcpu
 
 # -- rendering rules -----------------------------------------------------------------------------------------
 def test_body_uses_the_apis_json_encoding_and_pool_positions() -> None:
-    request = render(job(scheduling={"timeout": "24h", "spot": True}, output_dir="gs://b/out", network="n"))
+    request = render(job(scheduling={"timeout": "24h", "spot": True}, output_dir="gs://bkt/out", network="n"))
     body = request.create.body
     spec = body["jobSpec"]
     assert body["displayName"] == "conformance-job"
@@ -278,7 +278,7 @@ def test_body_uses_the_apis_json_encoding_and_pool_positions() -> None:
         "acceleratorCount": 4,
     }
     assert spec["scheduling"] == {"timeout": "86400s", "strategy": "SPOT"}
-    assert spec["baseOutputDirectory"] == {"outputUriPrefix": "gs://b/out"}
+    assert spec["baseOutputDirectory"] == {"outputUriPrefix": "gs://bkt/out"}
     assert spec["network"] == "n"
     env = spec["workerPoolSpecs"][1]["containerSpec"]["env"]
     assert env == [{"name": "NCCL_DEBUG", "value": "INFO"}]
@@ -347,6 +347,43 @@ def test_a_region_that_is_not_one_is_refused_before_it_becomes_a_host_name() -> 
     assert [p.path for p in error.value.problems] == ["targets.vertex.region"]
 
 
+@pytest.mark.parametrize("target", ["vertex", "aiplatform"])
+def test_a_misspelt_region_is_refused_with_the_nearest_and_a_new_one_is_noted(target: str) -> None:
+    """`us-centrall1` once rendered (on Vertex AI as a host no one answers); a region newer than crosstrain's
+    list renders, and the render says crosstrain does not know it."""
+    backend = create_backend(target, environ={})
+    with pytest.raises(SpecError) as error:
+        backend.render(job(), {**SETTINGS, "region": "us-centrall1"})
+    [problem] = error.value.problems
+    assert problem.path == f"targets.{target}.region"
+    assert "did you mean us-central1?" in problem.message
+    assert "region: us-central1" in problem.fix
+    for known in ("us-central1", "europe-west4"):
+        assert not [n for n in backend.render(job(), {**SETTINGS, "region": known}).notes if "list of" in n]
+    newer = backend.render(job(), {**SETTINGS, "region": "europe-west13"})
+    assert any("region europe-west13 is not in crosstrain's list" in note for note in newer.notes)
+
+
+@pytest.mark.parametrize("target", ["vertex", "aiplatform"])
+@pytest.mark.parametrize(
+    ("bucket", "why"),
+    [
+        ("gs://b/s", "bucket names are 3-63 characters (up to 222 with dots), and 'b' has 1"),
+        ("gs://Stage/s", "bucket names hold only lowercase letters, digits, '-', '_' and '.', and 'Stage' does not"),
+        ("gs://-staging", "bucket names start and end with a letter or digit, and '-staging' does not"),
+        ("s3://staging", "it does not start with gs://"),
+    ],
+)
+def test_a_staging_bucket_that_is_not_one_says_why(target: str, bucket: str, why: str) -> None:
+    """`gs://b/s` was "not a Cloud Storage location" with no word of the rule it breaks."""
+    with pytest.raises(SpecError) as error:
+        create_backend(target, environ={}).render(job(), {**SETTINGS, "staging_bucket": bucket})
+    [problem] = error.value.problems
+    assert problem.path == f"targets.{target}.staging_bucket"
+    assert problem.message == f"{bucket!r} is not a Cloud Storage location: {why}"
+    assert problem.fix == "write gs://BUCKET or gs://BUCKET/PREFIX"
+
+
 @pytest.mark.parametrize(
     ("scheduling", "nodes", "expected"),
     [
@@ -358,8 +395,46 @@ def test_a_region_that_is_not_one_is_refused_before_it_becomes_a_host_name() -> 
     ],
 )
 def test_scheduling(scheduling: dict[str, Any], nodes: int, expected: dict[str, Any] | None) -> None:
-    spec = body_of(job(scheduling={"timeout": None, **scheduling}, workers={"replicas": nodes - 1}))["jobSpec"]
-    assert spec.get("scheduling") == (expected or None)
+    spec = job(
+        scheduling={"timeout": None, **scheduling}, workers={"replicas": nodes - 1}, primary={"machine": "A100:8"}
+    )
+    assert body_of(spec)["jobSpec"].get("scheduling") == (expected or None)
+
+
+def test_dynamic_workload_scheduler_takes_a_job_within_its_requirements() -> None:
+    """FLEX_START with DWS's GPUs on every pool, one machine for all, and a timeout of 7 days at most."""
+    request = render(job(primary={"machine": "H100:8"}, scheduling={"timeout": "7d", "max_wait": "1h"}))
+    assert request.create.body["jobSpec"]["scheduling"] == {
+        "timeout": "604800s",
+        "strategy": "FLEX_START",
+        "maxWaitDuration": "3600s",
+    }
+    assert_valid(request)
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "words"),
+    [
+        ({"primary": {"machine": "T4:1"}}, "primary.machine.accelerator.type", "L4, A100, H100, H200 and B200"),
+        ({"primary": {"machine": "n1-standard-8"}}, "primary.machine", "none (n1-standard-8)"),
+        ({"scheduling": {"timeout": "30d"}}, "scheduling.timeout", "at most 7 days (604800s), not 2592000s"),
+        ({"reduction_server": {"replicas": 2}}, "reduction_server", "same machine in every pool"),
+        ({"workers": {"replicas": 2, "machine": "A100:4"}}, "workers.machine", "not the primary's 8 x A100"),
+        ({"evaluators": {"replicas": 1, "machine": "n1-standard-4"}}, "evaluators.machine", "none (n1-standard-4)"),
+    ],
+)
+def test_dynamic_workload_scheduler_refuses_what_it_does_not_take(
+    changes: dict[str, Any], path: str, words: str
+) -> None:
+    """scheduling.max_wait once rendered FLEX_START whatever the GPUs, the timeout or the pools."""
+    spec = job(**merge({"primary": {"machine": "A100:8"}, "scheduling": {"max_wait": "1h"}}, changes))
+    with pytest.raises(SpecError) as error:
+        render(spec)
+    [problem] = error.value.problems
+    assert problem.path == path
+    assert words in problem.message
+    assert "Dynamic Workload Scheduler" in problem.message
+    assert "scheduling.max_wait" in problem.fix
 
 
 # -- the per-node launcher (issue 6) -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import yaml
 CASES = Path(__file__).parent / "cases"
 PLATFORMS = ("azureml", "vertex", "aiplatform", "databricks")
 VERDICTS = ("EQUAL", "EQUIVALENT", "REFUSED")
-EXPECTED_KEYS = {"verdict", "differences", "reason"}
+EXPECTED_KEYS = {"verdict", "differences", "reason", "platform_refuses"}
 SOURCE_KEYS = {"repo", "path", "commit", "licence", "url", "notes", "original", "variables", "copied"}
 
 
@@ -56,6 +56,11 @@ class Case:
         return str(self.expected["verdict"])
 
     @property
+    def platform_refuses(self) -> bool:
+        """A case the platform itself no longer runs (a retired runtime or GPU): crosstrain's refusal costs nothing."""
+        return bool(self.expected.get("platform_refuses"))
+
+    @property
     def differences(self) -> list[Difference]:
         return [
             Difference(str(d["path"]), d.get("original"), d.get("crosstrain"))
@@ -86,6 +91,8 @@ def check(case: Case) -> list[str]:
     problems += [f"{case.name}/expected.yaml: unknown key {key}" for key in set(case.expected) - EXPECTED_KEYS]
     if case.verdict == "REFUSED" and not case.expected.get("reason"):
         problems.append(f"{case.name}/expected.yaml: a REFUSED case gives the reason crosstrain refuses with")
+    if "platform_refuses" in case.expected and (case.verdict != "REFUSED" or not case.expected["platform_refuses"]):
+        problems.append(f"{case.name}/expected.yaml: platform_refuses says why the platform refuses a REFUSED case")
     if case.verdict == "EQUIVALENT":
         for item in case.expected.get("differences") or []:
             if not str(item.get("why", "")).strip():

@@ -3,6 +3,7 @@ training command runs where the platform starts one process per node."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import re
@@ -16,6 +17,7 @@ from crosstrain.backends.base import launcher_command
 from crosstrain.backends.binding import shown
 from crosstrain.databricks_task import UnsafeArchive, checked, extract
 from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError, Unsupported
+from crosstrain.locations import bucket_problem
 from crosstrain.records import HttpCall, JobHandle, Request
 
 if TYPE_CHECKING:
@@ -65,6 +67,23 @@ def label_problems(job: TrainingJob) -> list[Problem]:
 def labels(job: TrainingJob, identity: str, fingerprint: str) -> dict[str, str]:
     """The job's labels plus the identity and fingerprint labels, sorted for a deterministic body."""
     return dict(sorted({**job.labels, IDENTITY_LABEL: identity[:63], FINGERPRINT_LABEL: fingerprint}.items()))
+
+
+def region_check(region: str, known: tuple[str, ...], target: str, platform: str) -> Problem | str | None:
+    """`region` against the platform's list: None where listed; a problem naming the nearest where it misspells
+    one (its words, less the number, are no listed region's: `us-centrall1`); else a note, since a region newer
+    than the list is allowed and the platform has the last word (`europe-west13`)."""
+    if region in known:
+        return None
+    words = region.rstrip("0123456789")
+    nearest = difflib.get_close_matches(region, known, n=1, cutoff=0.8)
+    if nearest and not any(name.rstrip("0123456789") == words for name in known):
+        return Problem(
+            f"targets.{target}.region",
+            f"{region!r} is not a {platform} region; did you mean {nearest[0]}?",
+            f"set targets.{target}.region: {nearest[0]} (or another of {platform}'s regions)",
+        )
+    return f"region {region} is not in crosstrain's list of {platform} regions: a newer one, or {platform} refuses it"
 
 
 #: Secrets in Google Secret Manager are read at start by crosstrain's runtime, with the job's service account.
@@ -140,10 +159,11 @@ PYTHON_MODULE = "crosstrain_code"
 
 
 def staging_problem(value: str) -> str | None:
-    """Why `value` is not a gs://bucket[/prefix] staging location, or None."""
-    if not _STAGING.fullmatch(value):
-        return f"{value!r} is not a Cloud Storage location; write gs://BUCKET or gs://BUCKET/PREFIX"
-    return None
+    """Why `value` is not a gs://bucket[/prefix] staging location (`what; fix`), or None."""
+    why = bucket_problem(value) if value.startswith("gs://") else "it does not start with gs://"
+    if why is None and not _STAGING.fullmatch(value):
+        why = "its prefix holds a NUL or a line break"
+    return f"{value!r} is not a Cloud Storage location: {why}; write gs://BUCKET or gs://BUCKET/PREFIX" if why else None
 
 
 def _staging_location(value: str | None) -> str | None:

@@ -140,8 +140,10 @@ def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> li
             problems.append(
                 Problem(attr, f"{target} {what}", f"remove `{attr}` and use an image that holds what the job needs")
             )
-    from crosstrain import secrets
+    from crosstrain import packaging, secrets
 
+    if caps.code:
+        problems += packaging.command_file_problems(job)
     problems += secrets.refusals(job, caps.secret_stores, target)
     if job.launch.mode not in caps.launch_modes:
         problems.append(
@@ -236,8 +238,12 @@ class Backend(ABC, Generic[S, P]):
 
     #: Where the platform's nodes reach data (`crosstrain.data.Placement`); None: it passes no data locations.
     data_placement: ClassVar[Placement | None] = None
+    #: Where rank 0 of a function job leaves its result under the job's `output_dir`: the kinds of location
+    #: (`crosstrain.locations.kind`) its nodes write as files (where `data_placement` mounts them) and
+    #: `result_bytes` reads back, each with an example for messages.
+    result_places: ClassVar[Mapping[str, str]] = {}
     #: Whether the platform keeps the files a job writes to `outputs/` (Azure ML uploads them with the run): a
-    #: function job's result goes there when the job names no `output_dir` the nodes mount.
+    #: function job's result goes there when the job names no `output_dir` of `result_places`.
     keeps_outputs_folder: ClassVar[bool] = False
 
     #: The settings that say where credentials go (host, endpoint, workspace, project): what `configured()`
@@ -469,7 +475,8 @@ class Backend(ABC, Generic[S, P]):
                 request = patched(request, settings.patch, self.name)
             notes = request.notes
             if job.function_payload is not None and not result_at:
-                notes += (LOST_RESULT,)
+                lost = self.lost_result()
+                notes += (f"{lost.message}: {lost.fix}",)
             request = dataclasses.replace(request, fingerprint=fingerprint, result_at=result_at, notes=notes)
         self._rendered.add(_digest(request))  # made from the job's own settings: sent as it is
         return request
@@ -483,13 +490,36 @@ class Backend(ABC, Generic[S, P]):
         named = job.env.get("CROSSTRAIN_RESULT_DIR")
         if isinstance(named, str):  # the job says where (a local run emulating this platform does)
             return job, f"{named.rstrip('/')}/{RESULT}"
-        folder = locations.result_folder(job.output_dir)
-        if folder is not None:
-            node, stored = folder
+        kind = locations.kind(job.output_dir) if job.output_dir else ""
+        if job.output_dir and kind in self.result_places:
+            stored = f"{job.output_dir.rstrip('/')}/{locations.RESULT_FOLDER}"
+            reach = self.data_placement.reach.get(kind) if self.data_placement else None
+            node = reach.mounted_at(stored) if reach and reach.mounted_at else stored
             return job.model_copy(update={"env": {**job.env, "CROSSTRAIN_RESULT_DIR": node}}), f"{stored}/{RESULT}"
         if self.keeps_outputs_folder:
             return job, f"outputs/{RESULT}"
         return job, ""  # kept nowhere: the render says so, and `submit_function` refuses it
+
+    def lost_result(self) -> Problem:
+        """Why a function job's result is kept nowhere on this platform, and where it would be: the output
+        folders its nodes write and crosstrain reads back (`result_places`), or none."""
+        from crosstrain import locations
+
+        if not self.result_places:
+            return Problem(
+                "output_dir",
+                f"rank 0's return value is kept nowhere: {self.name} nodes write no output folder that crosstrain "
+                "reads back",
+                "run the function on a target whose nodes do (`crosstrain targets`), or have it save what it "
+                "makes itself",
+            )
+        kinds = " or ".join(locations.KIND_TITLES[kind] for kind in self.result_places)
+        return Problem(
+            "output_dir",
+            f"rank 0's return value is kept nowhere: {self.name} nodes leave it under an output_dir in {kinds}, "
+            "where crosstrain reads it back, and the job names none",
+            f"set output_dir, e.g. {' or '.join(self.result_places.values())}",
+        )
 
     @abstractmethod
     def _render(self, job: TrainingJob, settings: S, plan: P, ids: Ids) -> Request:
@@ -694,11 +724,6 @@ class Backend(ABC, Generic[S, P]):
         )
 
 
-#: What a function job's request says where the platform keeps no file its nodes write.
-LOST_RESULT = (
-    "rank 0's return value is kept nowhere: the job names no output_dir its nodes write (gs://, dbfs:/ or "
-    "/Volumes/), so submit_function refuses it; set output_dir to read the result back with handle.result()"
-)
 #: The largest function result crosstrain reads back into memory.
 MAX_RESULT_BYTES = 1024**3
 

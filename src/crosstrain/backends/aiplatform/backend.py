@@ -63,6 +63,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
 
     emulation = EMULATION
     data_placement = data_placement("AI Platform Training", fuse=False)
+    # No result_places: its nodes have no Cloud Storage mount, so a file rank 0 writes stays on the node.
     name = "aiplatform"
     title = "AI Platform Training (legacy, shut down 2025-01-31)"
     extra = "aiplatform"
@@ -154,8 +155,12 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
             training_input[config_key] = _replica_config(job, pool, machine, image=image, package=bundle is not None)
         if bundle is not None and not (training_input["masterConfig"].get("imageUri")):
             training_input["runtimeVersion"] = settings.runtime_version
-            if settings.python_version:
-                training_input["pythonVersion"] = settings.python_version
+            training_input["pythonVersion"] = plan.python
+            if not settings.python_version:
+                code_notes.append(
+                    f"pythonVersion {plan.python}: crosstrain's bootstrap needs it, and runtime versions up to 1.15 "
+                    "run Python 2.7 unless told"
+                )
         scheduling: dict[str, Any] = {}
         if job.scheduling.timeout:
             scheduling["maxRunningTime"] = f"{job.scheduling.timeout}s"
@@ -202,7 +207,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
             job.name,
             (*calls, call),
             settings.model_dump(mode="json"),
-            notes=(SHUTDOWN_NOTE, *tier_notes, *tf_notes, *code_notes, *secret_notes, *_data_notes(job)),
+            notes=(SHUTDOWN_NOTE, *plan.notes, *tier_notes, *tf_notes, *code_notes, *secret_notes, *_data_notes(job)),
             code=bundle.ref if bundle else None,
         )
 

@@ -11,14 +11,18 @@ from crosstrain.backends._google import (
     label_problems,
     launch_problems,
     node_command,
+    region_check,
     staged_object,
 )
 from crosstrain.backends.aiplatform.settings import (
     _BOOT_DISK_TYPES,
     _NETWORK,
+    BOOTSTRAP_PYTHON,
     MIN_MAX_WAIT_SECONDS,
+    REGIONS,
     RUNTIMES,
     AIPlatformSettings,
+    runtime_pythons,
 )
 from crosstrain.errors import Problem
 from crosstrain.uploads import UploadRefused
@@ -38,6 +42,8 @@ class Plan:
     pools: dict[str, _PoolPlan]  # by role
     bundle: packaging.Bundle | None  # the code (or function) the job ships
     staged: tuple[str, str] | None  # (bucket, object) it goes to
+    python: str | None = None  # the pythonVersion of a job on a runtime version
+    notes: tuple[str, ...] = ()  # what the render says besides (a region crosstrain does not know)
 
 
 def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[Plan | None, list[Problem]]:
@@ -45,6 +51,9 @@ def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[Plan | None, 
     reason it cannot be: the render builds from the plan only. A reduction server is refused by the generic
     capability check, which points to --target vertex."""
     problems = label_problems(job)
+    region = region_check(settings.region, REGIONS, "aiplatform", "AI Platform Training")
+    if isinstance(region, Problem):
+        problems.append(region)
     problems += code_refusals(job, settings.staging_bucket, "aiplatform", "AI Platform Training")
     pools: dict[str, _PoolPlan] = {}
     try:
@@ -102,6 +111,13 @@ def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[Plan | None, 
                 "remove runtime_version, or set `code` and remove the master's image and environment",
             )
         )
+    python = None
+    if settings.runtime_version and job.code is not None and not primary.image and not has_runtime:
+        runs = _runtime_python(settings.runtime_version, settings.python_version)
+        if isinstance(runs, Problem):
+            problems.append(runs)
+        else:
+            python = runs
     if not primary.image and not has_runtime and not (settings.runtime_version and job.code is not None):
         # The API takes `masterConfig.imageUri`, or a `runtimeVersion` running a Python package.
         problems.append(
@@ -152,7 +168,50 @@ def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[Plan | None, 
         return None, list(dict.fromkeys(problems))  # pools that inherit the same field report it once
     bundle = packaging.for_job(job)
     staged = staged_object(settings.staging_bucket, bundle.short) if bundle and settings.staging_bucket else None
-    return Plan(pools, bundle, staged), []
+    return Plan(pools, bundle, staged, python, (region,) if isinstance(region, str) else ()), []
+
+
+def _runtime_python(runtime_version: str, python_version: str | None) -> str | Problem:
+    """The pythonVersion of a job on a runtime version: the setting, else the bootstrap's. Never the runtime's
+    default, since runtime versions up to 1.15 run Python 2.7 unless told, where the bootstrap cannot run."""
+    pythons = runtime_pythons(runtime_version)
+    if pythons is None:
+        return Problem(
+            "targets.aiplatform.runtime_version",
+            f"{runtime_version!r} is not a runtime version",
+            "write MAJOR.MINOR, e.g. 2.11 or 1.15",
+        )
+    offered = " and ".join(pythons)
+    needs = (
+        f"crosstrain's bootstrap, which runs the job's command on every node (python -m crosstrain_code), needs "
+        f"Python {BOOTSTRAP_PYTHON}"
+    )
+    if python_version is not None and python_version not in pythons:
+        return Problem(
+            "targets.aiplatform.python_version",
+            f"runtime version {runtime_version} runs Python {offered}, not {python_version}",
+            f"set python_version: {BOOTSTRAP_PYTHON} on a runtime version from 1.15, or remove it",
+        )
+    python = python_version or BOOTSTRAP_PYTHON
+    if _version(python) < _version(BOOTSTRAP_PYTHON):
+        return Problem(
+            "targets.aiplatform.python_version",
+            f"{needs}, and the job asks for {python}",
+            f"set python_version: {BOOTSTRAP_PYTHON}, or remove it",
+        )
+    if python not in pythons:
+        return Problem(
+            "targets.aiplatform.runtime_version",
+            f"runtime version {runtime_version} runs Python {offered}, and {needs}, which runtime versions 1.15 "
+            "and later run",
+            "use runtime_version 1.15 (TensorFlow 1.15) or 2.x, or run the code on an image (`image`, or "
+            "`environment: pytorch`)",
+        )
+    return python
+
+
+def _version(python: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in python.split("."))
 
 
 def scale_tier(job: TrainingJob) -> catalog.ScaleTier | None:

@@ -40,6 +40,23 @@ MIN_MAX_WAIT_SECONDS = 1800
 _JOB_ID_MAX = 128
 _NETWORK = re.compile(r"projects/\d+/global/networks/[^/]+")
 _BOOT_DISK_TYPES = ("pd-ssd", "pd-standard")
+#: AI Platform Training's regions (https://cloud.google.com/ml-engine/docs/regions, "Available regions":
+#: training). A region not listed is allowed, with a note.
+REGIONS = (
+    "us-west1",
+    "us-central1",
+    "us-east1",
+    "us-east4",
+    "europe-west1",
+    "europe-west4",
+    "asia-southeast1",
+    "asia-east1",
+    "asia-northeast1",
+)
+#: The Python crosstrain's bootstrap (`python -m crosstrain_code`, which runs a shipped job's command on every
+#: node) needs: it is written for 3.7 (`from __future__ import annotations`).
+BOOTSTRAP_PYTHON = "3.7"
+_RUNTIME_VERSION = re.compile(r"(\d+)\.(\d+)")
 #: A job in these states answers a cancel with 400: there is nothing left to cancel.
 _ENDING = frozenset({JobState.CANCELLING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 # trainingInput keys for each crosstrain pool role: (machine type, replica count, replica config).
@@ -73,6 +90,26 @@ RUNTIMES = Runtimes(
     ),
     "targets.aiplatform.environment (an image URI) or targets.aiplatform.runtime_version",
 )
+
+
+def runtime_pythons(runtime_version: str) -> tuple[str, ...] | None:
+    """The Pythons a runtime version runs, its default first; None where `runtime_version` is not MAJOR.MINOR.
+
+    Source: `TrainingInput.pythonVersion` in the ml v1 discovery document ("Python '3.7' is available when
+    runtime_version is set to '1.15' or later. Python '3.5' ... from '1.4' to '1.14'. Python '2.7' ... '1.15' or
+    earlier") and the TensorFlow 2 page (runtime versions 2.1 and later run only Python 3.7). Up to 1.15 the
+    default, with no pythonVersion, is 2.7.
+    """
+    match = _RUNTIME_VERSION.fullmatch(runtime_version)
+    if match is None:
+        return None
+    version = (int(match[1]), int(match[2]))
+    pythons: tuple[str, ...] = ("2.7",) if version <= (1, 15) else ()
+    if (1, 4) <= version <= (1, 14):
+        pythons += ("3.5",)
+    if version >= (1, 15):
+        pythons += ("3.7",)
+    return pythons
 
 
 class AIPlatformSettings(TargetSettings):

@@ -100,6 +100,7 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         "/Volumes/... and dbfs:/... (as /dbfs/...), or cloud URIs with mode: direct",
         azure_types_fix="use type: folder or file (or read a Unity Catalog table with Spark in the code)",
     )
+    result_places = {"volume": "/Volumes/main/ml/runs", "dbfs": "dbfs:/runs"}  # files on every node, read back
     name = "databricks"
     title = "Databricks (one-time runs, TorchDistributor)"
     extra = "databricks"

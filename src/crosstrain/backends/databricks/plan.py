@@ -182,18 +182,7 @@ class Plan:
             return "/dbfs/" + target.removeprefix("dbfs:/").lstrip("/")
         if target.startswith(_CLUSTER_PATHS):
             return target
-        if job.code is not None:  # the command runs in the shipped folder: the file must be in it
-            if self.bundle is not None and not os.path.isabs(target):
-                inside = f"{packaging.PACKAGE}/{packaging.SOURCE_DIR}/{os.path.normpath(target)}"
-                if not any(f.path == inside for f in self.bundle.user_files):
-                    self.problems.append(
-                        Problem(
-                            "command",
-                            f"{target} is not in the code folder {self.bundle.folder} (or its ignore file leaves "
-                            "it out); the command runs in that folder",
-                            "name the file by its path under the code folder",
-                        )
-                    )
+        if job.code is not None:  # the command runs in the shipped folder (its files checked for every target)
             return target
         root = job.base_dir  # the job file's folder, wherever crosstrain runs from
         in_image = bool(job.image) and os.path.isabs(target)

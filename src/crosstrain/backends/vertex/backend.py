@@ -61,6 +61,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
 
     emulation = EMULATION
     data_placement = data_placement("Vertex AI", fuse=True)
+    result_places = {"gs": "gs://my-bucket/runs"}  # written through the FUSE mount, read with the storage client
     name = "vertex"
     title = "Vertex AI custom training"
     extra = "vertex"
@@ -137,7 +138,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
 
     def _render(self, job: TrainingJob, settings: VertexSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity
-        notes: list[str] = []
+        notes: list[str] = list(plan.notes)
         pools: list[dict[str, Any]] = [{}, {}, {}, {}]
         bundle, staged = plan.bundle, plan.staged
         calls: list[HttpCall] = []

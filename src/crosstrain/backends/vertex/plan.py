@@ -15,11 +15,16 @@ from crosstrain.backends._google import (
     code_refusals,
     label_problems,
     launch_problems,
+    region_check,
     staged_object,
 )
 from crosstrain.backends.vertex.settings import (
     _NEAREST_GEO,
+    DWS_GPU_NAMES,
+    DWS_GPUS,
+    DWS_MAX_TIMEOUT_S,
     REDUCTION_SERVER_IMAGE,
+    REGIONS,
     RUNTIMES,
     VertexSettings,
     egress_gbps,
@@ -54,12 +59,16 @@ class Plan:
     bundle: packaging.Bundle | None  # the code (or function) the job ships
     staged: tuple[str, str] | None  # (bucket, object) it goes to
     reducer: tuple[int, str] | None  # the reduction server's replicas, and why that many
+    notes: tuple[str, ...] = ()  # what the render says besides (a region crosstrain does not know)
 
 
 def _plan(job: TrainingJob, settings: VertexSettings) -> tuple[Plan | None, list[Problem]]:
     """What the job is on Vertex AI (each pool's machine and image, the bucket its code goes to, the reduction
     server's size), or every reason it cannot be: the render builds from the plan only."""
     problems = label_problems(job)
+    region = region_check(settings.region, REGIONS, "vertex", "Vertex AI")
+    if isinstance(region, Problem):
+        problems.append(region)
     machines: dict[str, _Machine] = {}
     images: dict[str, str] = {}
     problems += code_refusals(job, settings.staging_bucket, "vertex", "Vertex AI")
@@ -99,6 +108,8 @@ def _plan(job: TrainingJob, settings: VertexSettings) -> tuple[Plan | None, list
                 "remove `scheduling.max_wait` or `scheduling.spot`",
             )
         )
+    if job.scheduling.max_wait and not job.scheduling.spot:
+        problems += _flex_start_problems(job, machines)
     problems += secrets.needs_command(job, "Vertex AI")
     problems = list(dict.fromkeys(problems))  # pools that inherit the same field report it once
     if problems:
@@ -114,7 +125,61 @@ def _plan(job: TrainingJob, settings: VertexSettings) -> tuple[Plan | None, list
     pools = {role: _PoolPlan(machine, images[role]) for role, machine in machines.items()}
     bundle = packaging.for_job(job)
     staged = staged_object(settings.staging_bucket, bundle.short) if bundle and settings.staging_bucket else None
-    return Plan(pools, bundle, staged, reducer), []
+    return Plan(pools, bundle, staged, reducer, (region,) if isinstance(region, str) else ()), []
+
+
+def _flex_start_problems(job: TrainingJob, machines: Mapping[str, _Machine]) -> list[Problem]:
+    """What Dynamic Workload Scheduler (FLEX_START, which `scheduling.max_wait` asks for) does not take: GPUs
+    other than its own, a timeout over 7 days, pools on different machines (a reduction server's among them)."""
+    dws = "Vertex AI waits for capacity (scheduling.max_wait) with Dynamic Workload Scheduler (FLEX_START), which"
+    without = "or remove `scheduling.max_wait` to queue without a limit on the wait"
+    problems = []
+    first: _Machine | None = None
+    for pool in job.pools():
+        machine = machines.get(pool.role)
+        if machine is None or not pool.machine_path.startswith(f"{pool.role}."):
+            continue  # refused already by the catalog, or the primary's machine (checked as the primary's)
+        if machine.gpu not in DWS_GPUS:
+            at = pool.machine_path + (".accelerator.type" if pool.machine and pool.machine.accelerator else "")
+            problems.append(
+                Problem(
+                    at,
+                    f"{dws} schedules {DWS_GPU_NAMES} GPUs, and {pool.role} has "
+                    + (f"{machine.gpu_count} x {machine.gpu}" if machine.gpu else f"none ({machine.machine_type})"),
+                    f"give every pool one of those GPUs (e.g. `machine: A100:8`), {without}",
+                )
+            )
+        elif first is None:
+            first = machine
+        elif machine != first:
+            problems.append(
+                Problem(
+                    pool.machine_path,
+                    f"{dws} needs the same machine in every pool, and {pool.role} runs {machine.gpu_count} x "
+                    f"{machine.gpu} on {machine.machine_type}, not the primary's {first.gpu_count} x {first.gpu} on "
+                    f"{first.machine_type}",
+                    f"give {pool.role} the primary's machine, {without}",
+                )
+            )
+    if job.reduction_server is not None:
+        problems.append(
+            Problem(
+                "reduction_server",
+                f"{dws} needs the same machine in every pool, and the reduction server's reducers run on CPU "
+                "machines of their own",
+                f"remove `reduction_server`, {without}",
+            )
+        )
+    timeout = job.scheduling.timeout
+    if timeout is not None and timeout > DWS_MAX_TIMEOUT_S:
+        problems.append(
+            Problem(
+                "scheduling.timeout",
+                f"{dws} runs a job for at most 7 days (604800s), not {timeout}s",
+                f"set scheduling.timeout to 7d or less, {without}",
+            )
+        )
+    return problems
 
 
 def reduction_server_image(region: str) -> str:

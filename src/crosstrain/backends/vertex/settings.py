@@ -41,6 +41,65 @@ _GOOGLE_HOST = re.compile(r"[a-z]+(?:-[a-z0-9]+)+-aiplatform(?:\.mtls)?\.googlea
 #: A host name, with a port or not: what a Vertex handle names as its endpoint.
 _BARE_HOST = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?")
 
+#: Vertex AI's regions: those with a regional endpoint in the aiplatform v1 discovery document (google-api-python-
+#: client 2.202.0, rev 20261106), less the `us` and `eu` multi-regions. A region not listed is allowed, with a note.
+REGIONS = (
+    "africa-south1",
+    "asia-east1",
+    "asia-east2",
+    "asia-northeast1",
+    "asia-northeast2",
+    "asia-northeast3",
+    "asia-south1",
+    "asia-south2",
+    "asia-southeast1",
+    "asia-southeast2",
+    "asia-southeast3",
+    "australia-southeast1",
+    "australia-southeast2",
+    "europe-central2",
+    "europe-north1",
+    "europe-north2",
+    "europe-southwest1",
+    "europe-west1",
+    "europe-west10",
+    "europe-west12",
+    "europe-west15",
+    "europe-west2",
+    "europe-west3",
+    "europe-west4",
+    "europe-west6",
+    "europe-west8",
+    "europe-west9",
+    "me-central1",
+    "me-central2",
+    "me-west1",
+    "northamerica-northeast1",
+    "northamerica-northeast2",
+    "southamerica-east1",
+    "southamerica-west1",
+    "us-central1",
+    "us-central2",
+    "us-east1",
+    "us-east4",
+    "us-east5",
+    "us-east7",
+    "us-south1",
+    "us-west1",
+    "us-west2",
+    "us-west3",
+    "us-west4",
+    "us-west8",
+)
+
+# ---- Dynamic Workload Scheduler (strategy FLEX_START, what scheduling.max_wait asks for) ------------------------
+#: Its requirements (https://cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws, "Requirements"): the job
+#: requests L4, A100, H100, H200 or B200 GPUs, its timeout is at most 7 days, and every worker pool has the same
+#: machine configuration. B200 is not in crosstrain's catalog; H100-MEGA is an H100.
+DWS_GPUS = ("L4", "A100", "A100-80GB", "H100", "H100-MEGA", "H200")
+DWS_GPU_NAMES = "L4, A100, H100, H200 and B200"
+DWS_MAX_TIMEOUT_S = 7 * 24 * 3600
+
 REDUCTION_SERVER_IMAGE = "{geo}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 
 # Region prefix -> the reduction-server image's multi-region (the docs: "pick the multi-region nearest").
