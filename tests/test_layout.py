@@ -77,3 +77,26 @@ def test_no_assert_stands_for_a_refusal() -> None:
         if standing_in.search(line)
     ]
     assert not found
+
+
+#: The oldest Python a node may run crosstrain's node side on: AI Platform's runtime versions 1.15 to 2.11 run 3.7.
+NODE_PYTHON = (3, 7)
+#: What the standard library added after that and the node side must not call (str methods of 3.9).
+_NEWER_APIS = {"removeprefix", "removesuffix"}
+
+
+def test_the_node_side_runs_on_the_oldest_python_a_node_has() -> None:
+    """Every file the bundle ships for the nodes parses as Python 3.7 and calls none of the newer str methods."""
+    from crosstrain.packaging import node_side_files
+
+    root = ROOT / "src" / "crosstrain"
+    newer = []
+    for name in node_side_files():
+        text = (root / name).read_text()
+        ast.parse(text, filename=name, feature_version=NODE_PYTHON)
+        newer += [
+            f"{name}:{node.lineno} {node.attr}"
+            for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.Attribute) and node.attr in _NEWER_APIS
+        ]
+    assert not newer, newer

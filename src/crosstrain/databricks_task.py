@@ -304,7 +304,7 @@ def _code_argument(argv: Sequence[str]) -> str:
         if arg == "--":
             break
         if arg.startswith("--code="):
-            return arg.removeprefix("--code=")
+            return arg[len("--code=") :]
     return ""
 
 

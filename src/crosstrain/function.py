@@ -31,7 +31,7 @@ def result_dir(environ: dict[str, str] | os._Environ[str]) -> Path:
         return Path(environ["CROSSTRAIN_RESULT_DIR"])
     model = environ.get("AIP_MODEL_DIR", "")
     if model.startswith("gs://"):
-        return Path("/gcs") / model.removeprefix("gs://")
+        return Path("/gcs") / model[len("gs://") :]
     return Path("outputs")
 
 

@@ -21,7 +21,7 @@ def url_credentials(text: str) -> bool:
     """Whether `text` holds a URL with credentials: any userinfo on http(s) (`git+https://` too), a password on
     other schemes (`ssh://git@host` names a user, not a secret)."""
     for match in _USERINFO.finditer(text):
-        scheme = match["scheme"].lower().removesuffix("://").rsplit("+", 1)[-1]
+        scheme = match["scheme"].lower()[: -len("://")].rsplit("+", 1)[-1]  # the match ends in ://
         if scheme in ("http", "https") or ":" in match["userinfo"]:
             return True
     return False

@@ -86,7 +86,7 @@ def refusals(job: TrainingJob, stores: frozenset[str], target: str) -> list[Prob
                     Problem(
                         path,
                         f"variables named {REFERENCE_PREFIX}* carry secret references for crosstrain's runtime",
-                        f"rename it, or write `{name.removeprefix(REFERENCE_PREFIX)}: {{secret: REF}}`",
+                        f"rename it, or write `{name[len(REFERENCE_PREFIX) :]}: {{secret: REF}}`",
                     ),
                 )
         for _name, (ref, path) in pool.secrets.items():

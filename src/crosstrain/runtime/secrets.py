@@ -119,7 +119,7 @@ def resolve(environ: Mapping[str, str], readers: Mapping[str, Reader] | None = N
     for variable, reference in sorted(environ.items()):
         if not variable.startswith(REFERENCE_PREFIX):
             continue
-        name = variable.removeprefix(REFERENCE_PREFIX)
+        name = variable[len(REFERENCE_PREFIX) :]  # it starts with it (above)
         found = match_reference(reference)
         if found is None or found[0] not in _ACCESS_FIX:
             raise SecretError(
