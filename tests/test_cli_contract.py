@@ -271,3 +271,42 @@ def test_list_shows_the_jobs_made_on_a_target_newest_first(
     (line,) = out.splitlines()
     assert line.startswith("first-")
     assert "\tSUCCEEDED\t" in line
+    handle = line.split("\t")[4]  # in a pipe, the handle is the last column
+    code, out, _ = call(capsys, "status", handle, "--json")
+    assert json.loads(out)["state"] == "SUCCEEDED"
+
+
+def test_a_terminal_sees_list_as_an_aligned_table_with_a_header(tmp_path: Path, fake_root: Path) -> None:
+    env = {**os.environ, "CROSSTRAIN_FAKE_ROOT": str(fake_root)}
+    for name in ("short", "a-much-longer-name"):
+        job = tmp_path / f"{name}.yaml"
+        job.write_text(GOOD.replace("name: c", f"name: {name}"))
+        subprocess.run(
+            [sys.executable, "-m", "crosstrain.cli", "submit", str(job), "-t", "fake"],
+            capture_output=True,
+            env=env,
+            check=True,
+        )
+    primary, secondary = pty.openpty()
+    listing = subprocess.Popen(
+        [sys.executable, "-m", "crosstrain.cli", "list", "-t", "fake"],
+        stdout=secondary,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(secondary)
+    seen = b""
+    while listing.poll() is None or select.select([primary], [], [], 0.2)[0]:
+        if select.select([primary], [], [], 0.2)[0]:
+            try:
+                seen += os.read(primary, 65536)
+            except OSError:
+                break
+    os.close(primary)
+    assert listing.wait(timeout=30) == 0
+    lines = seen.decode().replace("\r\n", "\n").splitlines()
+    assert lines[0].split() == ["IDENTITY", "STATE", "CREATED", "CONSOLE", "HANDLE"]
+    assert len(lines) == 3
+    starts = [line.index("SUCCEEDED") for line in lines[1:]]
+    assert starts == [lines[0].index("STATE")] * 2  # the columns line up
+    assert "\t" not in seen.decode()

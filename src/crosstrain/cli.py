@@ -467,12 +467,34 @@ def cmd_list(args: argparse.Namespace) -> int:
         _print_json([job.to_dict() for job in jobs])
         return ExitCode.OK
     now = time.time()
-    for job in jobs:
-        age = elapsed_text(max(0.0, now - job.created))
-        _show(f"{job.identity}\t{job.state.value}\t{age} ago\t{job.console_url}")
+    rows = [
+        (
+            job.identity,
+            job.state.value,
+            f"{elapsed_text(max(0.0, now - job.created))} ago",
+            job.console_url,
+            job.handle.dumps() if job.handle else "",
+        )
+        for job in jobs
+    ]
     if not jobs:
         _say(f"no job made by crosstrain on {args.target}")
+    elif sys.stdout.isatty():  # a person: a header and aligned columns (the handle, long, last)
+        _show(_table(("IDENTITY", "STATE", "CREATED", "CONSOLE", "HANDLE"), rows))
+    else:  # a script: one job per line, tab-separated, the handle last (`cut -f5 | xargs crosstrain status`)
+        for row in rows:
+            _show("\t".join(row))
     return ExitCode.OK
+
+
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
+    """Rows under a header, each column as wide as its widest cell but the last."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)) + "  " + row[-1]
+        for row in (header, *rows)
+    ]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
