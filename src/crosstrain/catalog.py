@@ -275,12 +275,8 @@ _AZURE = {
 }
 
 # -- Databricks, by the cloud its workspace runs on ----------------------------------------------------------------
-_DATABRICKS_AWS_GPU = (
-    Source("https://docs.databricks.com/aws/en/compute/gpu", _READ),
-)
-_DATABRICKS_AZURE_GPU = (
-    Source("https://learn.microsoft.com/en-us/azure/databricks/compute/gpu", _READ),
-)
+_DATABRICKS_AWS_GPU = (Source("https://docs.databricks.com/aws/en/compute/gpu", _READ),)
+_DATABRICKS_AZURE_GPU = (Source("https://learn.microsoft.com/en-us/azure/databricks/compute/gpu", _READ),)
 _DATABRICKS_GCP_GPU = (
     Source("https://docs.databricks.com/gcp/en/compute/flexible-node-type-instances (GPU families a2, a3)", _READ),
 )

@@ -56,6 +56,13 @@ from crosstrain.uploads import UploadRefused
 PACKAGE = "crosstrain_code"
 VERSION = "1.0"
 ARCHIVE_NAME = f"{PACKAGE}-{VERSION}.tar.gz"
+
+
+def counted(n: int, word: str) -> str:
+    """`n` and `word`, plural where `n` is not one ("1 file", "2 files")."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 #: The user's files, under the package: the folder the command runs in.
 SOURCE_DIR = "src"
 #: Where the user's files go in the bundle.
@@ -205,7 +212,8 @@ class Bundle:
         less += [f"what {' and '.join(self.ignore_sources)} {leave} out"] if self.ignore_sources else []
         ignored = f", less {' and '.join(less)}" if less else ""
         function = " and a function" if self.function else ""
-        where = f"{self.folder}: {len(self.user_files):,} files, {self.size:,} bytes{ignored}" if self.folder else ""
+        files = counted(len(self.user_files), "file")
+        where = f"{self.folder}: {files}, {self.size:,} bytes{ignored}" if self.folder else ""
         return f"{where or 'no folder'}{function} (sha256 {self.short})"
 
     def write_archive(self, out: IO[bytes]) -> None:

@@ -190,7 +190,7 @@ def staged_object(staging_bucket: str, short: str) -> tuple[str, str]:
 
 def upload_call(bucket: str, name: str, code: CodeRef) -> HttpCall:
     """The rendered upload of the bundle's sdist: where it goes and what it holds (not its bytes)."""
-    from crosstrain.packaging import ARCHIVE_NAME
+    from crosstrain.packaging import ARCHIVE_NAME, counted
 
     url = f"{STORAGE_UPLOAD.format(bucket=bucket)}?{urlencode({'uploadType': 'multipart', 'name': name})}"
     body = {
@@ -203,7 +203,8 @@ def upload_call(bucket: str, name: str, code: CodeRef) -> HttpCall:
         "POST",
         url,
         body,
-        purpose=f"upload the job's code ({code.files} files, {code.bytes} bytes, and crosstrain's runtime) as "
+        purpose=f"upload the job's code ({counted(code.files, 'file')}, {code.bytes} bytes, and crosstrain's runtime) "
+        "as "
         f"{ARCHIVE_NAME}, unless gs://{bucket}/{name} already exists (its name is its digest): a re-submit "
         "uploads nothing; resumable above 8 MiB",
     )

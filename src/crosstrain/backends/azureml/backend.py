@@ -463,7 +463,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         if not sas_uri or not blob_uri:
             raise SubmitError(f"{code.start.url.split('?')[0]}: Azure answered without a container to upload to")
         prefix = f"{name}/"
-        what = f"upload {len(bundle.files)} files of {bundle.folder} to the workspace's blob store"
+        what = f"upload {packaging.counted(len(bundle.files), 'file')} of {bundle.folder} to the workspace's blob store"
         self.retry.poll(
             lambda: azure.upload_blobs(
                 sas_uri,
