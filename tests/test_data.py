@@ -102,7 +102,7 @@ def test_short_and_long_forms_mean_the_same_location() -> None:
         ({"inputs": {"train": {"path": "gs://bkt/d", "mode": "copy"}}}, "inputs.train.mode", "not a data mode", ""),
         ({"inputs": {"t": {"path": "gs://bkt/d/", "type": "file"}}}, "inputs.t", "names a folder", "type: folder"),
         ({"inputs": {"t": {"path": "s3://b/d", "type": "table"}}}, "inputs.t", "mltable", "type: folder"),
-        ({"inputs": {"m": {"path": "gs://b/m/", "type": "mlflow_model"}}}, "inputs.m", "Azure ML model", "folder"),
+        ({"inputs": {"m": {"path": "gs://bkt/m/", "type": "mlflow_model"}}}, "inputs.m", "Azure ML model", "folder"),
         ({"outputs": {"m": {"path": "s3://b/m/", "type": "custom_model"}}}, "outputs.m", "Azure ML model", "folder"),
         ({"inputs": {"t": "ftp://host/d"}}, "inputs.t.path", "no ftp:// locations", "gs://BUCKET/PATH"),
         ({"inputs": {"t": "azureml:cifar"}}, "inputs.t.path", "not a registered data asset", "azureml:NAME:VERSION"),

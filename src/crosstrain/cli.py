@@ -728,6 +728,7 @@ def _unknown_verb(options: list[str]) -> None:
         return
     close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
     hint = f"did you mean `crosstrain {close[0]}`?" if close else f"the commands: {', '.join(COMMANDS)}"
+    build_parser().print_usage(sys.stderr)  # as argparse's own usage errors do
     raise UsageError(f"{word!r} is not a crosstrain command: {hint}")
 
 

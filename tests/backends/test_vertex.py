@@ -1031,7 +1031,7 @@ def test_a_closed_port_is_a_refusal_and_the_create_is_retried() -> None:
     [
         ({"primary": {"machine": "n1-standard-8"}, "workers": {"machine": "V100:4"}}, "primary.machine", "primary has"),
         ({"workers": {"machine": "n1-standard-8"}}, "workers.machine", "workers has"),
-        ({"primary": {"machine": "n1-standard-8"}}, "reduction_server", "neither primary nor workers have"),
+        ({"primary": {"machine": "n1-standard-8"}}, "reduction_server", "primary and workers have no GPUs"),
     ],
 )
 def test_the_reduction_server_says_which_pool_lacks_gpus(changes: dict[str, Any], path: str, which: str) -> None:
