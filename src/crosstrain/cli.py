@@ -36,6 +36,7 @@ from crosstrain.safe import json_text, redact, terminal
 from crosstrain.untrusted import cut
 
 if TYPE_CHECKING:
+    from crosstrain.backends.base import Backend
     from crosstrain.records import Request
     from crosstrain.spec import TrainingJob
 
@@ -247,6 +248,14 @@ def _target(args: argparse.Namespace) -> str | None:
 
 def cmd_render(args: argparse.Namespace) -> int:
     job = _load_job(args.job)
+
+    backend, request = _rendered(args, job)
+    print(request.to_json() if args.json else backend.format(request, args.format))
+    return ExitCode.OK
+
+
+def _rendered(args: argparse.Namespace, job: TrainingJob) -> tuple[Backend[Any, Any], Request]:
+    """The job rendered as `render` and `submit --dry-run` show it (its notes said on stderr), and its backend."""
     from crosstrain import api
     from crosstrain.registry import create_backend
 
@@ -256,27 +265,16 @@ def cmd_render(args: argparse.Namespace) -> int:
     request = backend.render(job, api.target_settings(target, args.job, api.settings_for(target, _settings(args))))
     for note in request.notes:
         _say(f"note: {note}")
-    print(request.to_json() if args.json else backend.format(request, args.format))
-    return ExitCode.OK
+    return backend, request
 
 
 def _dry_run(args: argparse.Namespace, loaded: TrainingJob | Request) -> int:
     """`submit --dry-run`: the request as `render --json` prints it (a request file: as it is), nothing sent."""
-    from crosstrain import api
     from crosstrain.records import Request
-    from crosstrain.registry import create_backend
 
     if args.wait:
         raise UsageError("--dry-run sends nothing, so there is no job to --wait for (see `crosstrain submit --help`)")
-    if isinstance(loaded, Request):
-        request = loaded
-    else:
-        job = api.with_run_id(loaded, args.run_id)
-        target = api.choose_target(job, _target(args))
-        overrides = api.settings_for(target, _settings(args))
-        request = create_backend(target).render(job, api.target_settings(target, args.job, overrides))
-        for note in request.notes:
-            _say(f"note: {note}")
+    request = loaded if isinstance(loaded, Request) else _rendered(args, loaded)[1]
     print(request.to_json())
     _say(f"dry run: nothing was sent; `crosstrain submit` without --dry-run sends {request.identity}")
     return ExitCode.OK
