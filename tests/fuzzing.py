@@ -384,7 +384,10 @@ def well_formed(draw: st.DrawFn) -> dict[str, Any]:
                         {
                             "mode": (60, st.sampled_from(["auto", "per-process", "per-node"])),
                             "processes_per_node": (30, st.one_of(st.sampled_from([1, 2, 4, 8]), st.integers(1, 128))),
-                            "framework": (30, st.sampled_from(["pytorch", "mpi", "tensorflow"])),
+                            "framework": (
+                                30,
+                                st.sampled_from(["pytorch", "mpi", "tensorflow", "deepspeed", "horovod"]),
+                            ),
                         }
                     ),
                 ),

@@ -151,3 +151,13 @@ def test_a_shell_line_runs_on_every_rank_with_its_rank(spark: Any, tmp_path: Pat
     line = f'test "$WORLD_SIZE" = 2 && echo "rank $RANK" > {tmp_path}/rank-"$RANK".txt'
     assert main(DistributorCall(2, False, False, "shell", line).parameters()) == 0
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {f"rank-{r}.txt": f"rank {r}\n" for r in (0, 1)}
+
+
+def test_deepspeed_parameters_round_trip() -> None:
+    call = DistributorCall(16, False, True, "file", "train.py", ("--deepspeed",), "", True, 2, "ds.json")
+    assert DistributorCall.parse(call.parameters()) == call
+    assert call.distributor().startswith("DeepspeedTorchDistributor(numGpus=8, nnodes=2, localMode=False")
+    uneven = [p.replace("--deepspeed-nodes=2", "--deepspeed-nodes=3") for p in call.parameters()]
+    assert "--deepspeed-nodes=3" in uneven
+    with pytest.raises(SystemExit):  # 16 processes cannot be spread over 3 nodes
+        DistributorCall.parse(uneven)

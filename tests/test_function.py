@@ -204,3 +204,16 @@ def test_a_result_is_unpickled_only_from_a_handle_crosstrain_sealed_here(tmp_pat
             crafted.result()
         assert refused.value.problems[0].fix.endswith("handle.result(trust=True)")
         assert crafted.result(trust=True) == {"sum": 20.0, "world": 4.0}
+
+
+def command_line() -> list[str]:
+    import sys
+
+    return sys.argv[1:]
+
+
+def test_a_deepspeed_functions_ranks_are_given_deepspeeds_arguments() -> None:
+    """As DeepspeedTorchDistributor's function mode gives them: the function reads them from sys.argv (through
+    `deepspeed.add_config_arguments` or transformers' argument parser)."""
+    job = {"name": "fn", "launch": {"framework": "deepspeed", "deepspeed_config": "/opt/ds.json"}}
+    assert crosstrain.run(command_line, job) == ["--deepspeed", "--deepspeed_config", "/opt/ds.json"]

@@ -195,8 +195,12 @@ def test_a_requirement_is_held_to_one_rule_in_a_list_and_in_a_file(
         ({"command": ["bash", "missing.sh"]}, "command"),
         ({"command": "./missing.sh"}, "command"),
         ({"command": "python train.py", "primary": {"command": "python3 missing.py"}}, "primary.command"),
+        (
+            {"command": "python train.py", "launch": {"framework": "deepspeed", "deepspeed_config": "missing.json"}},
+            "launch.deepspeed_config",
+        ),
     ],
-    ids=["python", "options", "bash", "path", "primary"],
+    ids=["python", "options", "bash", "path", "primary", "deepspeed-config"],
 )
 def test_a_command_file_the_shipped_folder_lacks_is_refused_on_every_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, pools: dict[str, Any], path: str

@@ -8,7 +8,8 @@ import pytest
 
 from crosstrain.errors import SpecError
 from crosstrain.loader import job_from_dict
-from crosstrain.spec import Machine, TrainingJob
+from crosstrain.spec import TrainingJob
+from crosstrain.spec_fields import Machine
 
 
 def problems(data: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -198,3 +199,54 @@ def test_a_shorthand_count_that_is_not_ascii_digits_is_refused_with_the_fix(mach
     assert (problem.path, problem.fix) == ("primary.machine", "write the portable form as e.g. A100:8")
     assert problem.message.endswith("is not GPU:COUNT")
     assert len(problem.message) < 80
+
+
+# -- DeepSpeed's arguments ------------------------------------------------------------------------------------
+DEEPSPEED = {"framework": "deepspeed", "deepspeed_config": "ds_config.json"}
+
+
+def test_deepspeed_arguments_follow_every_training_ranks_own() -> None:
+    job = job_from_dict(
+        {
+            "name": "j",
+            "command": "python train.py --lr 1",
+            "workers": {"replicas": 1, "args": ["--worker"]},
+            "evaluators": {"replicas": 1},
+            "launch": DEEPSPEED,
+        }
+    )
+    given = ["--deepspeed", "--deepspeed_config", "ds_config.json"]
+    args = {pool.role: pool.args for pool in job.pools()}
+    assert args == {"primary": given, "workers": ["--worker", *given], "evaluators": []}  # evaluators train nothing
+    without = job_from_dict({"name": "j", "command": "python train.py", "launch": {"framework": "deepspeed"}})
+    assert without.pools()[0].args == ["--deepspeed"]  # DeepSpeed falls back to its defaults
+
+
+def test_deepspeed_arguments_end_a_shell_line() -> None:
+    job = job_from_dict({"name": "j", "shell": True, "command": "cd src && python train.py", "launch": DEEPSPEED})
+    assert job.pools()[0].shell_line == "cd src && python train.py --deepspeed --deepspeed_config ds_config.json"
+
+
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        ({"command": "python train.py --deepspeed"}, "command[2]"),
+        ({"command": "python train.py", "args": ["--deepspeed_config=ds.json"]}, "args[0]"),
+        ({"shell": True, "command": "python train.py --deepspeed_config ds.json"}, "command[0]"),
+        ({"command": "python train.py", "workers": {"replicas": 1, "args": ["--deepspeed"]}}, "workers.args[0]"),
+    ],
+)
+def test_deepspeed_arguments_are_given_once(data: dict[str, Any], path: str) -> None:
+    found = problems({"name": "j", **data, "launch": DEEPSPEED})
+    assert [(p, m) for p, m, _ in found] == [(path, found[0][1])]
+    assert "is what launch.framework: deepspeed gives every rank" in found[0][1]
+    assert "launch.deepspeed_config" in found[0][2]
+
+
+def test_a_deepspeed_config_needs_a_deepspeed_job() -> None:
+    [(path, message, fix)] = problems({"name": "j", "launch": {"deepspeed_config": "ds.json"}})
+    assert path == "launch.deepspeed_config"
+    assert "launch.framework is pytorch" in message
+    assert "launch.framework: deepspeed" in fix
+    [(path, message, _)] = problems({"name": "j", "launch": {"framework": "deepspeed", "deepspeed_config": "--x"}})
+    assert (path, message) == ("launch.deepspeed_config", "'--x' is not a file name")

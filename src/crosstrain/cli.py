@@ -185,7 +185,7 @@ def _duration(text: str) -> float:
         return float(text)
     except ValueError:
         pass
-    from crosstrain.spec import parse_duration
+    from crosstrain.spec_fields import parse_duration
 
     try:
         return float(parse_duration(text))

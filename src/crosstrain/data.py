@@ -20,10 +20,11 @@ from pydantic import BaseModel
 from crosstrain.errors import Problem
 from crosstrain.locations import AZURE_TYPES, KIND_TITLES
 from crosstrain.locations import kind as location_kind
-from crosstrain.spec import DATA_REFERENCE
+from crosstrain.spec_fields import DATA_REFERENCE
 
 if TYPE_CHECKING:
-    from crosstrain.spec import DataInput, DataOutput, TrainingJob
+    from crosstrain.spec import TrainingJob
+    from crosstrain.spec_fields import DataInput, DataOutput
 
     Location = DataInput | DataOutput
 

@@ -88,18 +88,38 @@ class DistributorCall:
     args: tuple[str, ...] = ()
     #: The code bundle: its archive on a path every node sees, or a folder holding it unpacked ("" for none).
     code: str = ""
+    #: DeepSpeed: `DeepspeedTorchDistributor(numGpus=num_processes // nodes, nnodes=nodes, ...)` instead; its
+    #: config ("" for none). The ranks' `--deepspeed --deepspeed_config` are in `args`, as the job gives them.
+    deepspeed: bool = False
+    nodes: int = 1
+    deepspeed_config: str = ""
 
     def parameters(self) -> list[str]:
         """The command-line parameters of the Databricks task; `parse` reads them back."""
+        deepspeed = [f"--deepspeed-nodes={self.nodes}", f"--deepspeed-config={self.deepspeed_config}"]
         return [
             *([f"--code={self.code}"] if self.code else []),
             f"--num-processes={self.num_processes}",
             f"--local-mode={str(self.local_mode).lower()}",
             f"--use-gpu={str(self.use_gpu).lower()}",
+            *(deepspeed if self.deepspeed else []),
             f"--{self.kind}={self.target}",
             "--",
             *self.args,
         ]
+
+    def distributor(self) -> str:
+        """The call as Python, for the task's log."""
+        if self.deepspeed:
+            config = self.deepspeed_config or None
+            return (
+                f"DeepspeedTorchDistributor(numGpus={self.num_processes // self.nodes}, nnodes={self.nodes}, "
+                f"localMode={self.local_mode}, useGpu={self.use_gpu}, deepspeedConfig={config!r})"
+            )
+        return (
+            f"TorchDistributor(num_processes={self.num_processes}, local_mode={self.local_mode}, "
+            f"use_gpu={self.use_gpu})"
+        )
 
     @classmethod
     def parse(cls, argv: Sequence[str]) -> DistributorCall:
@@ -110,6 +130,8 @@ class DistributorCall:
         parser.add_argument("--num-processes", type=int, required=True)
         parser.add_argument("--local-mode", type=_flag, required=True)
         parser.add_argument("--use-gpu", type=_flag, required=True)
+        parser.add_argument("--deepspeed-nodes", type=int, help="DeepspeedTorchDistributor's nnodes (DeepSpeed jobs)")
+        parser.add_argument("--deepspeed-config", default="", help="its deepspeedConfig")
         target = parser.add_mutually_exclusive_group(required=True)
         target.add_argument("--file", help="a training script, at the same path on every node")
         target.add_argument("--module", help="a training module, importable on every node")
@@ -119,10 +141,15 @@ class DistributorCall:
         ns = parser.parse_args(argv[:split])
         if ns.num_processes < 1:
             parser.error("--num-processes must be at least 1")
+        nodes = ns.deepspeed_nodes
+        if nodes is not None and (nodes < 1 or ns.num_processes % nodes):
+            parser.error("--deepspeed-nodes must divide --num-processes")
         kind: Literal["file", "module", "shell"] = "file" if ns.file else "module" if ns.module else "shell"
         code = os.path.abspath(ns.code) if ns.code else ""  # the ranks run from elsewhere
         args = tuple(argv[split + 1 :])
-        return cls(ns.num_processes, ns.local_mode, ns.use_gpu, kind, ns.file or ns.module or ns.shell, args, code)
+        target = ns.file or ns.module or ns.shell
+        deepspeed = {"deepspeed": True, "nodes": nodes, "deepspeed_config": ns.deepspeed_config} if nodes else {}
+        return cls(ns.num_processes, ns.local_mode, ns.use_gpu, kind, target, args, code, **deepspeed)
 
 
 class UnsafeArchive(Exception):
@@ -265,16 +292,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         cloudpickle.register_pickle_by_value(sys.modules[train_on_rank.__module__])  # type: ignore[no-untyped-call]
     token = uuid.uuid4().hex
-    print(
-        f"crosstrain: TorchDistributor(num_processes={call.num_processes}, local_mode={call.local_mode}, "
-        f"use_gpu={call.use_gpu}).run({call.target!r}, *{list(call.args)!r})",
-        flush=True,
-    )
+    print(f"crosstrain: {call.distributor()}.run({call.target!r}, *{list(call.args)!r})", flush=True)
     with tempfile.TemporaryDirectory(prefix="crosstrain-ranks-") as scratch:
         marker_dir = scratch if call.local_mode else None
-        distributor = TorchDistributor(
-            num_processes=call.num_processes, local_mode=call.local_mode, use_gpu=call.use_gpu
-        )
+        distributor: TorchDistributor
+        if call.deepspeed:
+            # Its own command line (`--deepspeed --deepspeed_config`) is the generated file's, which
+            # `train_on_rank` replaces with the job's: the job's args carry the same two arguments.
+            from pyspark.ml.deepspeed.deepspeed_distributor import DeepspeedTorchDistributor
+
+            distributor = DeepspeedTorchDistributor(
+                numGpus=call.num_processes // call.nodes,
+                nnodes=call.nodes,
+                localMode=call.local_mode,
+                useGpu=call.use_gpu,
+                deepspeedConfig=call.deepspeed_config or None,
+            )
+        else:
+            distributor = TorchDistributor(
+                num_processes=call.num_processes, local_mode=call.local_mode, use_gpu=call.use_gpu
+            )
         try:
             result = distributor.run(
                 train_on_rank, call.kind, call.target, list(call.args), token, marker_dir, call.code

@@ -722,6 +722,16 @@ def command_file_problems(job: Any) -> list[Problem]:
                 "name the file by its path under the code folder",
             )
         )
+    config = job.launch.deepspeed_config
+    if config and _in_code_folder(config) and os.path.normpath(config) not in files:
+        problems.append(
+            Problem(
+                "launch.deepspeed_config",
+                f"{config} is not in the code folder {shipped.folder} (or an ignore file leaves it out); every "
+                "rank reads it from there",
+                "name the file by its path under the code folder, or give an absolute path in the image",
+            )
+        )
     return list(dict.fromkeys(problems))
 
 
@@ -740,9 +750,13 @@ def _command_file(words: list[str]) -> str | None:
             elif not word.startswith("-"):
                 found = word
                 break
-    if found is None or os.path.isabs(found) or found.startswith("~") or "$" in found or _SCHEME.match(found):
-        return None  # in the image, on the cluster, or filled in on the node
-    return found
+    return found if found is not None and _in_code_folder(found) else None
+
+
+def _in_code_folder(path: str) -> bool:
+    """Whether a path a command is given names a file of the code folder, not one in the image, on the cluster,
+    or filled in on the node."""
+    return not (os.path.isabs(path) or path.startswith("~") or "$" in path or _SCHEME.match(path))
 
 
 def code_folder(job: Any) -> Path | None:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from crosstrain.errors import Problem
 
 if TYPE_CHECKING:
-    from crosstrain.spec import PoolView, SecretRef, TrainingJob
+    from crosstrain.spec import PoolView, TrainingJob
+    from crosstrain.spec_fields import SecretRef
 
 #: The stores a secret reference can name, as `SecretRef.store` spells them.
 SECRET_STORES = ("databricks", "gcp", "azure")

@@ -20,340 +20,37 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from crosstrain import catalog, locations
 from crosstrain.safe import redact, url_credentials
-from crosstrain.secrets import SECRET_FORMS_TEXT, match_reference, schema_pattern
+from crosstrain.spec_fields import (
+    AZURE_REFERENCE,
+    DATA_NAME,
+    DATA_REFERENCE,
+    BootDisk,
+    Command,
+    DataInputField,
+    DataOutputField,
+    Duration,
+    Env,
+    Machine,
+    MachineField,
+    SecretRef,
+    SpecModel,
+    check_bucket,
+    error_at,
+    invalid,
+)
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?")
-
-
-def _invalid(message: str, fix: str) -> PydanticCustomError:
-    """A validation error whose context carries the fix, which `crosstrain.loader` shows under the message."""
-    return PydanticCustomError("crosstrain", message.replace("{", "{{").replace("}", "}}"), {"fix": fix})
-
-
-def _at(loc: tuple[str | int, ...], value: Any, message: str, fix: str) -> InitErrorDetails:
-    """An `_invalid` error at the field path `loc`, for validators that check several fields at once."""
-    return InitErrorDetails(type=PydanticCustomError("crosstrain", message, {"fix": fix}), loc=loc, input=value)
-
-
 _POOL_ROLES = ("primary", "workers", "parameter_servers", "evaluators")
 
 
-#: The longest duration a job may ask for: a year and a day, in seconds. Far beyond any training run, and within
-#: every platform's encoding (Databricks takes an int32 of seconds, Google a protobuf Duration).
-MAX_DURATION = 366 * 86400
-_DURATION_FIX = 'write seconds (3600) or a duration such as "90m", "24h", "1h30m"'
-
-
-def parse_duration(value: Any) -> Any:
-    """`90`, `"90s"`, `"15m"`, `"24h"`, `"7d"`, `"1h30m"` -> whole seconds."""
-    if value is None:
-        return value
-    if isinstance(value, bool):  # pydantic would take true as 1 second
-        raise _invalid(f"{value!r} is not a duration", _DURATION_FIX)
-    if isinstance(value, int | float):
-        return value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        match = _DURATION.fullmatch(text)
-        if text and match and any(match.groups()):
-            d, h, m, s = (float(g) if g else 0.0 for g in match.groups())
-            seconds = d * 86400 + h * 3600 + m * 60 + s
-            if not seconds <= MAX_DURATION:  # 400 digits of days are infinite as a float
-                shown = value if len(value) <= 40 else f"{value[:37]}..."
-                raise _invalid(f"{shown!r} is longer than a job may run", f"use at most {MAX_DURATION} (366d)")
-            return round(seconds)
-        if re.fullmatch(r"\d+", text):
-            if len(text) <= 12:
-                return int(text)  # the bound below refuses what is too long
-            raise _invalid(f"{value[:40]!r}... is longer than a job may run", f"use at most {MAX_DURATION} (366d)")
-    raise _invalid(f"{value!r} is not a duration", _DURATION_FIX)
-
-
-Duration = Annotated[
-    int,
-    BeforeValidator(parse_duration, json_schema_input_type=int | str),
-    Field(gt=0, le=MAX_DURATION, description='Seconds, or a duration such as "90m", "24h", "1h30m".'),
-]
-
-
-def _split_command(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    import shlex
-
-    try:
-        return shlex.split(value)
-    except ValueError as exc:  # an unclosed quote or a trailing escape
-        raise _invalid(
-            f"{value!r} cannot be split like a shell would: {str(exc).lower()}",
-            "close the quote, or write the command as a list, e.g. [python, train.py]",
-        ) from None
-
-
-Command = Annotated[
-    list[str],
-    BeforeValidator(_split_command, json_schema_input_type=str | list[str]),
-    Field(
-        description="argv list, or one string split like a shell would (no shell is involved); with `shell: true`, "
-        "one shell line."
-    ),
-]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-
-class Accelerator(_Model):
-    """GPUs attached to each node of a pool."""
-
-    type: str = Field(
-        description="GPU kind: a portable name (A100, A100-80GB, H100, H200, L4, T4, V100, P100, ...) "
-        "or a platform's own name (NVIDIA_TESLA_A100). `crosstrain catalog` lists them."
-    )
-    count: int = Field(1, ge=1, le=16, description="GPUs per node.")
-
-    @field_validator("type")
-    @classmethod
-    def _known_gpu(cls, value: str) -> str:
-        kind = catalog.canonical_gpu(value)
-        if kind is None:
-            raise _invalid(*catalog.unknown_gpu(value))
-        return kind
-
-
-def _parse_machine(value: Any) -> Any:
-    """`"A100:8"` / `"A100"` -> accelerator; any other string -> machine type."""
-    if not isinstance(value, str):
-        return value
-    kind, _, count = value.partition(":")
-    if count or catalog.canonical_gpu(kind) or catalog.retired_gpu(kind):
-        # ASCII digits only: str.isdigit() takes '²', which int() refuses, and int() refuses 5,000 digits.
-        if count and not re.fullmatch(r"[0-9]{1,6}", count.strip()):
-            shown = value if len(value) <= 40 else f"{value[:37]}..."
-            raise _invalid(f"{shown!r} is not GPU:COUNT", "write the portable form as e.g. A100:8")
-        return {"accelerator": {"type": kind, "count": int(count) if count else 1}}
-    return {"type": value}
-
-
-class Machine(_Model):
-    """The machine of each node of a pool: a machine type, GPUs, or both."""
-
-    type: str | None = Field(
-        None,
-        description="Platform machine type (n1-standard-8, a2-highgpu-8g, Standard_ND96asr_v4, "
-        "g5.12xlarge). Passed through; the catalog picks one from the GPUs when omitted.",
-    )
-    accelerator: Accelerator | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _count_needs_type(cls, data: Any) -> Any:
-        accel = data.get("accelerator") if isinstance(data, dict) else None
-        if isinstance(accel, dict) and "type" not in accel and "count" in accel:
-            raise _invalid(
-                "accelerator.count is set but accelerator.type is missing",
-                f"add accelerator.type (one of {', '.join(catalog.gpu_names())}), or write e.g. `machine: A100:8`",
-            )
-        return data
-
-    @property
-    def gpus(self) -> int:
-        return self.accelerator.count if self.accelerator else 0
-
-
-MachineField = Annotated[Machine, BeforeValidator(_parse_machine, json_schema_input_type=str | Machine)]
-
-
-class BootDisk(_Model):
-    type: str | None = Field(None, description="Disk type where the platform lets you choose (pd-ssd, pd-standard).")
-    size_gb: int | None = Field(None, ge=10, le=65536)
-
-
-class SecretRef(_Model):
-    """An environment variable whose value stays in a secret store: the job carries the reference, and the
-    value is read on the node (by the platform, or by crosstrain's runtime at start), never by crosstrain here."""
-
-    secret: str = Field(
-        description="The secret's reference in its store: a Databricks `scope/key`, a Google Secret Manager "
-        "`projects/<project>/secrets/<name>[/versions/<n>]` (default version: latest), or an Azure Key Vault "
-        "`https://<vault>.vault.azure.net/secrets/<name>[/<version>]`. Each target resolves the stores it can "
-        "and refuses the others.",
-        json_schema_extra={"pattern": schema_pattern()},
-    )
-
-    @field_validator("secret")
-    @classmethod
-    def _form(cls, value: str) -> str:
-        if match_reference(value) is None:
-            shown = value if len(value) <= 80 else f"{value[:77]}..."
-            raise _invalid(f"{shown!r} is not a secret reference", f"write {SECRET_FORMS_TEXT}")
-        return value
-
-    @property
-    def store(self) -> str:
-        """Which store the reference names: one of `SECRET_STORES`."""
-        found = match_reference(self.secret)
-        assert found is not None, "validated"
-        return found[0]
-
-
-def _env_value(value: Any) -> Any:
-    """A plain value (a string) or `{secret: REF}`; anything else is refused here, with one clear message."""
-    if isinstance(value, str | SecretRef):
-        return value
-    if isinstance(value, dict):
-        if set(value) != {"secret"}:
-            raise _invalid(
-                f"an environment value is a string, or a mapping whose one key is `secret`, not a mapping of "
-                f"{sorted(map(str, value))}",
-                f"write {{secret: REF}} with REF {SECRET_FORMS_TEXT}",
-            )
-        return SecretRef.model_validate(value)
-    raise _invalid(
-        f"{value!r} is not a string" if not isinstance(value, list | tuple) else "an environment value is not a list",
-        "quote the value, or write {secret: REF} to name a secret",
-    )
-
-
-EnvValue = Annotated[
-    str | SecretRef,
-    BeforeValidator(_env_value, json_schema_input_type=str | SecretRef),
-    Field(description="A value, or `{secret: REF}`: a secret's reference, resolved on the node."),
-]
-Env = dict[str, EnvValue]
-
-
-_DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
-#: `${inputs.NAME}` / `${outputs.NAME}` in a command, an argument or an environment value.
-DATA_REFERENCE = re.compile(r"\$\{(inputs|outputs)\.([^{}]*)\}")
-#: Azure ML's own spelling, `${{inputs.NAME}}`, which each target renders from the portable one.
-_AZURE_REFERENCE = re.compile(r"\$\{\{\s*(inputs|outputs)\.([^{}]*?)\s*\}\}")
-
-
-def _check_bucket(value: str, shown: str) -> None:
-    """A gs:// location names a bucket Cloud Storage could hold, on every target."""
-    why = locations.bucket_problem(value) if value.startswith("gs://") else None
-    if why:
-        raise _invalid(f"{shown!r} is not a Cloud Storage location: {why}", "write gs://BUCKET/PATH, BUCKET as named")
-
-
-def _data_location(value: Any) -> Any:
-    """The short form, a path, is `{path: PATH}`."""
-    return {"path": value} if isinstance(value, str) else value
-
-
-class _DataLocation(_Model):
-    path: str | None = Field(
-        None,
-        description="Where the data is: gs://BUCKET/PATH, azureml:NAME:VERSION or azureml:NAME@latest (a "
-        "registered data asset), azureml://..., abfss://..., https://ACCOUNT.blob.core.windows.net/..., "
-        "s3://..., /Volumes/..., dbfs:/..., or a local path (relative to the job file; the local target).",
-    )
-    type: Literal["folder", "file", "table", "mlflow_model", "custom_model"] = Field(
-        "folder",
-        description="folder (default), file, or one of Azure ML's own: table (an mltable), mlflow_model or "
-        "custom_model (a registered model, azureml:NAME:VERSION, or a model folder on a datastore).",
-    )
-
-    @field_validator("path")
-    @classmethod
-    def _path(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        shown = value if len(value) <= 80 else f"{value[:77]}..."
-        if not value.strip() or any(ord(c) < 32 for c in value):
-            raise _invalid(f"{shown!r} is not a data location", f"write {locations.FORMS_TEXT}")
-        scheme, sep, rest = value.partition("://")
-        if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme) and scheme.lower() not in locations.SCHEMES:
-            raise _invalid(f"{shown!r}: crosstrain reads no {scheme}:// locations", f"write {locations.FORMS_TEXT}")
-        if sep and not rest.strip("/"):
-            raise _invalid(f"{shown!r} names no bucket, container or path", f"write {locations.FORMS_TEXT}")
-        if value.startswith("azureml:") and not value.startswith("azureml://") and not locations.ASSET.fullmatch(value):
-            raise _invalid(
-                f"{shown!r} is not a registered data asset",
-                "write azureml:NAME:VERSION or azureml:NAME@latest (or an azureml://datastores/... URI)",
-            )
-        if value.startswith("dbfs:") and not value.startswith("dbfs:/"):
-            raise _invalid(f"{shown!r} is not a DBFS path", "write dbfs:/PATH")
-        _check_bucket(value, shown)
-        return value
-
-    @model_validator(mode="after")
-    def _type_fits_path(self) -> _DataLocation:
-        path = self.path or ""
-        if self.type == "file" and (path.endswith("/") or re.fullmatch(r"[A-Za-z0-9]+://[^/]+/?", path)):
-            raise _invalid(
-                f"{path!r} names a folder (or a bucket), and the type is file",
-                "name the file (gs://bucket/data/train.csv), or use type: folder",
-            )
-        if self.type in locations.AZURE_TYPES and path and locations.kind(path) not in locations.TABLE_KINDS:
-            raise _invalid(
-                f"{locations.AZURE_TYPES[self.type]}, and {path!r} is not an Azure location",
-                "use type: folder (or file), or an azureml:, azureml://, abfss:// or https:// location",
-            )
-        return self
-
-    def shown_mode(self) -> str:
-        """The mode, or the default (mount) where none is set."""
-        return getattr(self, "mode", None) or "mount"
-
-
-class DataInput(_DataLocation):
-    """Data the command reads: named in `command`, `args` and `env` as `${inputs.NAME}`."""
-
-    mode: Literal["mount", "download", "direct"] | None = Field(
-        None,
-        description="mount (read-only; the default), download (copied to the node before the command), or "
-        "direct (the URI itself, for code that reads it with its own client). A target without the mode refuses it.",
-    )
-
-    @field_validator("mode", mode="before")
-    @classmethod
-    def _mode(cls, value: Any) -> Any:
-        return _check_mode(value, "inputs")
-
-
-class DataOutput(_DataLocation):
-    """Where the command writes: named in `command`, `args` and `env` as `${outputs.NAME}`."""
-
-    mode: Literal["mount", "upload", "direct"] | None = Field(
-        None,
-        description="mount (read-write; the default), upload (written on the node, uploaded at the end), or "
-        "direct (the URI itself). A target without the mode refuses it.",
-    )
-
-    @field_validator("mode", mode="before")
-    @classmethod
-    def _mode(cls, value: Any) -> Any:
-        return _check_mode(value, "outputs")
-
-
-def _check_mode(value: Any, direction: str) -> Any:
-    if not isinstance(value, str) or value in locations.MODES[direction]:
-        return value  # None, or the wrong type, which the field's own check words
-    other = "outputs" if direction == "inputs" else "inputs"
-    if value in locations.MODES[other]:
-        why = f"{value} is a mode of {other}, not of {direction}"
-    else:
-        why = f"{value!r} is not a data mode"
-    raise _invalid(why, f"use one of {', '.join(locations.MODES[direction])} (default: mount)")
-
-
-DataInputField = Annotated[DataInput, BeforeValidator(_data_location, json_schema_input_type=str | DataInput)]
-DataOutputField = Annotated[DataOutput, BeforeValidator(_data_location, json_schema_input_type=str | DataOutput)]
-
-
-class _Pool(_Model):
+class _Pool(SpecModel):
     image: str | None = Field(None, description="Container image; defaults to the job's `image`.")
     command: Command | None = Field(None, description="Overrides the job's command for this pool.")
     args: list[str] | None = Field(None, description="Overrides the job's args for this pool.")
@@ -371,7 +68,7 @@ class PrimaryPool(_Pool):
     @classmethod
     def _one(cls, value: Any) -> Any:
         if value != 1:
-            raise _invalid(
+            raise invalid(
                 f"the primary pool has exactly one replica, not {value!r}",
                 f"set workers.replicas: {int(value) - 1 if isinstance(value, int) and value > 1 else 0}"
                 " for the other nodes",
@@ -391,7 +88,7 @@ class AuxiliaryPool(_Pool):
     replicas: int = Field(1, ge=1, le=10000)
 
 
-class ReductionServer(_Model):
+class ReductionServer(SpecModel):
     """Vertex AI Reduction Server: CPU nodes that speed up all-reduce for multi-node GPU jobs."""
 
     replicas: int | Literal["auto"] = Field(
@@ -404,11 +101,11 @@ class ReductionServer(_Model):
     @classmethod
     def _positive(cls, value: int | str) -> int | str:
         if isinstance(value, int) and value < 1:
-            raise _invalid("reduction_server.replicas must be at least 1", 'use a positive count or "auto"')
+            raise invalid("reduction_server.replicas must be at least 1", 'use a positive count or "auto"')
         return value
 
 
-class Scheduling(_Model):
+class Scheduling(SpecModel):
     timeout: Duration | None = Field(None, description="Stop the job after this long.")
     max_wait: Duration | None = Field(None, description="Give up if the job has not started after this long.")
     spot: bool = Field(False, description="Spot / preemptible / low-priority capacity where the platform has it.")
@@ -417,7 +114,7 @@ class Scheduling(_Model):
     )
 
 
-class Launch(_Model):
+class Launch(SpecModel):
     """How processes are started on each node."""
 
     mode: Literal["auto", "per-process", "per-node"] = Field(
@@ -426,9 +123,44 @@ class Launch(_Model):
         "process per node and crosstrain's launcher starts one per GPU. auto: whatever the platform does best.",
     )
     processes_per_node: int | None = Field(None, ge=1, le=128, description="Default: GPUs per node, else 1.")
-    framework: Literal["pytorch", "mpi", "tensorflow"] = "pytorch"
+    framework: Literal["pytorch", "mpi", "tensorflow", "deepspeed", "horovod"] = Field(
+        "pytorch",
+        description="deepspeed: a PyTorch job whose every rank is given `--deepspeed` (and `--deepspeed_config "
+        "FILE`), started as each platform documents (Azure ML's PyTorch or MPI distribution, Databricks' "
+        "DeepspeedTorchDistributor, crosstrain's launcher on Vertex AI and AI Platform). horovod: an MPI job "
+        "(Azure ML); refused where the platform has no MPI between nodes.",
+    )
+    deepspeed_config: str | None = Field(
+        None,
+        max_length=1024,
+        description="The DeepSpeed config (JSON) every rank is given as `--deepspeed_config`, as the command "
+        "sees it: relative to the code folder (it ships with the code, and is checked to be there), or an "
+        "absolute path in the image.",
+    )
+
+    @field_validator("deepspeed_config")
+    @classmethod
+    def _deepspeed_only(cls, value: str | None, info: ValidationInfo) -> str | None:
+        framework = info.data.get("framework")
+        if value is not None and framework != "deepspeed":
+            raise invalid(
+                f"deepspeed_config is given to DeepSpeed jobs, and launch.framework is {framework}",
+                "set launch.framework: deepspeed, or remove launch.deepspeed_config",
+            )
+        if value is not None and (not value.strip() or value.startswith("-")):
+            raise invalid(f"{value!r} is not a file name", "name the config file, e.g. ds_config.json")
+        return value
+
+    def framework_args(self) -> list[str]:
+        """What the framework's own launcher adds to every rank's command, appended to the job's args:
+        DeepSpeed's `--deepspeed --deepspeed_config FILE`, as `deepspeed` and DeepspeedTorchDistributor do."""
+        if self.framework != "deepspeed":
+            return []
+        return ["--deepspeed", *(["--deepspeed_config", self.deepspeed_config] if self.deepspeed_config else [])]
 
 
+#: DeepSpeed's own flags, as a word of a command or inside a shell line.
+_DEEPSPEED_FLAG = re.compile(r"(?:^|\s)(--deepspeed(?:_config)?)(?:[=\s]|$)")
 _REQUIREMENT = re.compile(r"[A-Za-z0-9][^\x00-\x1f\x7f]{0,299}")
 _PORTABLE_ENVIRONMENT = re.compile(r"pytorch(?::(\d+\.\d+))?")
 
@@ -463,7 +195,7 @@ def _requirements(value: Any) -> Any:
     return value
 
 
-class RequirementsFile(_Model):
+class RequirementsFile(SpecModel):
     file: str = Field(description="A pip requirements file, relative to the job file.")
 
 
@@ -479,11 +211,11 @@ Requirements = Annotated[
 
 def _code_folder(value: str) -> str:
     if not value.strip() or "\x00" in value:
-        raise _invalid(f"{value!r} is not a folder", "name a folder relative to the job file, e.g. ./src")
+        raise invalid(f"{value!r} is not a folder", "name a folder relative to the job file, e.g. ./src")
     return value
 
 
-class CodeFolder(_Model):
+class CodeFolder(SpecModel):
     """`code` as a mapping: a folder outside the job file's folder, shipped because the job says so by name."""
 
     path: str = Field(description="The folder, relative to the job file (or absolute).")
@@ -499,7 +231,7 @@ class CodeFolder(_Model):
         return _code_folder(value)
 
 
-class TrainingJob(_Model):
+class TrainingJob(SpecModel):
     """A distributed training job, independent of where it runs."""
 
     model_config = ConfigDict(
@@ -639,7 +371,7 @@ class TrainingJob(_Model):
                 command = command[0]
             if isinstance(command, str):
                 if not command.strip():
-                    errors.append(_at(path, command, "the shell line is empty", "write the line the node runs"))
+                    errors.append(error_at(path, command, "the shell line is empty", "write the line the node runs"))
                 holder = {**holder, "command": [command]} if role else holder
                 if role:
                     data[role] = holder
@@ -647,7 +379,7 @@ class TrainingJob(_Model):
                     data["command"] = [command]
             elif command is not None:
                 errors.append(
-                    _at(
+                    error_at(
                         path,
                         command,
                         "with shell: true the command is one shell line, not a list",
@@ -664,9 +396,9 @@ class TrainingJob(_Model):
         errors = []
         for direction, declared in (("inputs", self.inputs), ("outputs", self.outputs)):
             for name, location in declared.items():
-                if not _DATA_NAME.fullmatch(name):
+                if not DATA_NAME.fullmatch(name):
                     errors.append(
-                        _at(
+                        error_at(
                             (direction, name),
                             name,
                             f"{name!r} is not a valid {direction[:-1]} name",
@@ -675,15 +407,15 @@ class TrainingJob(_Model):
                         )
                     )
                 if location.path is None and direction == "inputs":
-                    errors.append(_at((direction, name, "path"), None, "an input needs a path", "add `path:`"))
+                    errors.append(error_at((direction, name, "path"), None, "an input needs a path", "add `path:`"))
         for name in sorted(set(self.inputs) & set(self.outputs)):
             errors.append(
-                _at(("outputs", name), name, f"{name!r} names both an input and an output", "rename one of them")
+                error_at(("outputs", name), name, f"{name!r} names both an input and an output", "rename one of them")
             )
         for path, text in self.reference_sites():
-            for found in _AZURE_REFERENCE.finditer(text):
+            for found in AZURE_REFERENCE.finditer(text):
                 errors.append(
-                    _at(
+                    error_at(
                         path,
                         text,
                         f"{found[0]} is Azure ML's spelling",
@@ -704,7 +436,7 @@ class TrainingJob(_Model):
                     fix = f"use one of {', '.join(f'${{{direction}.{n}}}' for n in declared)}"
                 else:
                     fix = f"declare it under `{direction}:` (NAME: PATH)"
-                errors.append(_at(path, text, f"{found[0]} names no {direction[:-1]} of the job", fix))
+                errors.append(error_at(path, text, f"{found[0]} names no {direction[:-1]} of the job", fix))
         if errors:
             raise ValidationError.from_exception_data(type(self).__name__, errors)
         return self
@@ -725,9 +457,28 @@ class TrainingJob(_Model):
         return sites
 
     @model_validator(mode="after")
+    def _framework_args_once(self) -> TrainingJob:
+        """DeepSpeed's arguments come from `launch`: given in the args too, every rank would get them twice."""
+        if self.launch.framework != "deepspeed":
+            return self
+        errors = [
+            error_at(
+                path,
+                text,
+                f"{found[1]} is what launch.framework: deepspeed gives every rank",
+                "remove it from the command; name the config once, as launch.deepspeed_config",
+            )
+            for path, text in self.reference_sites()
+            if path[-2] in ("command", "args") and (found := _DEEPSPEED_FLAG.search(text))
+        ]
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
+
+    @model_validator(mode="after")
     def _one_runtime(self) -> TrainingJob:
         if self.environment is not None and self.image is not None:
-            raise _invalid(
+            raise invalid(
                 "the job names both an image and an environment",
                 "keep `image` (your own container) or `environment` (the platform's runtime), not both",
             )
@@ -738,7 +489,7 @@ class TrainingJob(_Model):
         """Each item of a requirements list, at its index (a file's lines are checked where it is read)."""
         if isinstance(self.requirements, list):
             errors = [
-                _at(("requirements", i), line, *problem)
+                error_at(("requirements", i), line, *problem)
                 for i, line in enumerate(self.requirements)
                 if (problem := requirement_problem(line)) is not None
             ]
@@ -750,7 +501,7 @@ class TrainingJob(_Model):
     @classmethod
     def _environment(cls, value: str | None) -> str | None:
         if value is not None and not _PORTABLE_ENVIRONMENT.fullmatch(value):
-            raise _invalid(
+            raise invalid(
                 f"{value!r} is not a portable environment",
                 "write `pytorch` or `pytorch:2.4`; a platform's own runtime goes in targets.<target>.environment",
             )
@@ -760,7 +511,7 @@ class TrainingJob(_Model):
     @classmethod
     def _output_dir(cls, value: str | None) -> str | None:
         if value is not None:
-            _check_bucket(value, value if len(value) <= 80 else f"{value[:77]}...")
+            check_bucket(value, value if len(value) <= 80 else f"{value[:77]}...")
         return value
 
     @field_validator("code")
@@ -774,7 +525,7 @@ class TrainingJob(_Model):
         if not _NAME.fullmatch(value):
             slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", value).strip("-.") or "job"
             slug = slug if slug[0].isalpha() else f"job-{slug}"
-            raise _invalid(
+            raise invalid(
                 f"{value!r} is not a valid job name",
                 f"start with a letter and use letters, digits, '.', '_' or '-', e.g. {slug[:63]!r}",
             )
@@ -784,7 +535,7 @@ class TrainingJob(_Model):
     @classmethod
     def _run_id(cls, value: str | None) -> str | None:
         if value is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", value):
-            raise _invalid(f"{value!r} is not a valid run id", "use 1-32 lowercase letters, digits or '-'")
+            raise invalid(f"{value!r} is not a valid run id", "use 1-32 lowercase letters, digits or '-'")
         return value
 
     @field_validator("env")
@@ -792,7 +543,7 @@ class TrainingJob(_Model):
     def _env_names(cls, value: dict[str, str | SecretRef]) -> dict[str, str | SecretRef]:
         for name in value:
             if not _ENV_NAME.fullmatch(name):
-                raise _invalid(
+                raise invalid(
                     f"{name!r} is not a valid environment variable name",
                     "use letters, digits and '_', not starting with a digit",
                 )
@@ -803,7 +554,7 @@ class TrainingJob(_Model):
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         for key in value:
             if not key:
-                raise _invalid("a label key is empty", "give every label a name")
+                raise invalid("a label key is empty", "give every label a name")
         return value
 
     @property
@@ -871,6 +622,8 @@ class PoolView:
             base_args = job.primary.args if job.primary.args is not None else base_args
         command = pool.command if pool.command is not None else base_command
         args = pool.args if pool.args is not None else base_args
+        if role in ("primary", "workers") and command:
+            args = [*args, *job.launch.framework_args()]
         line = None
         if job.shell and command:
             import shlex

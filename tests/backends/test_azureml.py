@@ -181,6 +181,34 @@ def _cases() -> dict[str, tuple[TrainingJob, dict[str, Any], dict[str, Any]]]:
                 "docker_args": "--ipc=host",
             },
         ),
+        # DeepSpeed as Azure's own example runs it (azureml-examples cli/jobs/deepspeed/deepspeed-training):
+        # the PyTorch distribution, a process per GPU, `--deepspeed --deepspeed_config FILE` after the arguments.
+        "deepspeed": (
+            job(launch={"framework": "deepspeed", "deepspeed_config": "/etc/ds.json"}),
+            {},
+            {
+                **common,
+                "command": "python -m train --epochs 2 --deepspeed --deepspeed_config /etc/ds.json",
+                "compute": "gpu-cluster",
+                "distribution": PyTorchDistribution(process_count_per_instance=4),
+            },
+        ),
+        # DeepSpeed under MPI, as the guide's DeepSpeed section says: chosen with a v1 MpiConfiguration.
+        "deepspeed-mpi": (
+            job(launch={"framework": "deepspeed"}),
+            {"distributed_job_config": "MpiConfiguration(process_count_per_node=4, node_count=3)"},
+            {
+                **common,
+                "command": "python -m train --epochs 2 --deepspeed",
+                "compute": "gpu-cluster",
+                "distribution": MpiDistribution(process_count_per_instance=4),
+            },
+        ),
+        "horovod": (
+            job(launch={"framework": "horovod"}),
+            {},
+            {**common, "compute": "gpu-cluster", "distribution": MpiDistribution(process_count_per_instance=4)},
+        ),
         "tensorflow": (
             job(launch={"framework": "tensorflow"}),
             {"priority": "high"},
@@ -297,6 +325,9 @@ CASES = [
     "pytorch-per-process",
     "pytorch-per-node",
     "mpi",
+    "deepspeed",
+    "deepspeed-mpi",
+    "horovod",
     "tensorflow",
     "named-compute-and-environment",
     "serverless-spot",
@@ -431,6 +462,12 @@ def test_v1_pytorch_configuration_without_process_count_runs_one_per_node() -> N
         ({}, "PyTorchConfiguration(process_count=8, node_count=2)", "spec has 3"),
         ({"workers": None}, "PyTorchConfiguration(process_count=7, node_count=2)", "spread evenly"),
         ({"workers": None, "launch": {"framework": "mpi"}}, "PyTorchConfiguration(node_count=2)", "framework is mpi"),
+        ({"workers": None, "launch": {"framework": "horovod"}}, "PyTorchConfiguration(node_count=2)", "is horovod"),
+        (
+            {"workers": None, "launch": {"framework": "deepspeed"}},
+            "TensorflowConfiguration(worker_count=2)",
+            "deepspeed",
+        ),
         ({"workers": None, "launch": {"processes_per_node": 2}}, "MpiConfiguration(process_count_per_node=4)", "is 2"),
         (
             {"workers": None, "launch": {"mode": "per-node"}},

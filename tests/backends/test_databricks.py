@@ -812,3 +812,42 @@ def test_an_upload_that_fails_is_sent_again_whole(
     assert platform.workspace.files[archive] == bundle.archive()
     tries = [c for c in platform.workspace.received if platform.workspace.operation(c) == operation]
     assert len(tries) == (3 if operation == "import" else 2)  # (the launcher is an import too)
+
+
+# -- DeepSpeed and Horovod -----------------------------------------------------------------------------------
+def test_deepspeed_runs_under_deepspeed_torch_distributor_with_its_arguments_on_every_rank() -> None:
+    """pyspark's DeepspeedTorchDistributor adds `--deepspeed --deepspeed_config FILE` to every rank's command,
+    function mode included; crosstrain's ranks run the job's command with the same two arguments."""
+    job = merge(BASE_JOB, {"launch": {"framework": "deepspeed", "deepspeed_config": "/Workspace/ds.json"}})
+    request = render(job)
+    task = request.create.body["tasks"][0]
+    call = DistributorCall.parse(task["spark_python_task"]["parameters"])
+    nodes = job_from_dict(job).nodes
+    assert (call.deepspeed, call.nodes, call.deepspeed_config) == (True, nodes, "/Workspace/ds.json")
+    assert call.args[-3:] == ("--deepspeed", "--deepspeed_config", "/Workspace/ds.json")
+    gpus = call.num_processes // nodes
+    expected = f"DeepspeedTorchDistributor(numGpus={gpus}, nnodes={nodes}, localMode=False, useGpu=True, "
+    assert any(note.startswith(expected) for note in request.notes), request.notes
+    plain = DistributorCall.parse(render(BASE_JOB).create.body["tasks"][0]["spark_python_task"]["parameters"])
+    assert not plain.deepspeed
+    assert not any("--deepspeed" in p for p in plain.parameters())
+
+
+def test_deepspeed_needs_a_runtime_with_deepspeed_torch_distributor() -> None:
+    job = merge(BASE_JOB, {"launch": {"framework": "deepspeed"}})
+    with pytest.raises(Unsupported) as refused:
+        render(job, spark_version="13.3.x-gpu-ml-scala2.12")
+    [problem] = refused.value.problems
+    assert problem.path == "targets.databricks.spark_version"
+    assert "14.0 ML" in problem.message
+    render(job, spark_version="14.3.x-gpu-ml-scala2.12")
+
+
+def test_horovod_is_refused_with_the_reason() -> None:
+    with pytest.raises(Unsupported) as refused:
+        render(merge(BASE_JOB, {"launch": {"framework": "horovod"}}))
+    [problem] = refused.value.problems
+    assert problem.path == "launch.framework"
+    assert "HorovodRunner" in problem.message
+    assert "16.0" in problem.message
+    assert "azureml" in problem.fix

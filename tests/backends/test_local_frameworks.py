@@ -1,12 +1,13 @@
 """The frameworks people use, unchanged, under every local emulation: 2 nodes x 2 processes on the CPU (gloo).
 
-{plain `env://` script, Lightning Fabric, Hugging Face Accelerate, a `torchrun` command line} x {torchrun, vertex,
-aiplatform, azureml, azureml-mpi, databricks}, through the CLI as a user runs them (examples/frameworks/). Each cell
-trains and every rank prints the same digest of its final parameters, or is refused by the emulated target's render
-with the platform's reason. Under Azure ML's MPI distribution, whose ranks get only OMPI_* variables, the shipped
-code runs under crosstrain's launcher, which gives each rank torch's env:// variables.
+{plain `env://` script, Lightning Fabric, Hugging Face Accelerate, DeepSpeed, a `torchrun` command line} x
+{torchrun, vertex, aiplatform, azureml, azureml-mpi, databricks}, through the CLI as a user runs them
+(examples/frameworks/). Each cell trains and every rank prints the same digest of its final parameters, or is
+refused by the emulated target's render with the platform's reason. Under Azure ML's MPI distribution, whose
+ranks get only OMPI_* variables, the shipped code runs under crosstrain's launcher, which gives each rank torch's
+env:// variables.
 
-CI runs a subset (every framework and every emulation at least once); `-m frameworks_full` runs all 24 cells.
+CI runs a subset (every framework and every emulation at least once); `-m frameworks_full` runs all 30 cells.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tests.backends.test_local import _needs_java
 from tests.conftest import ROOT
 
 EXAMPLES = ROOT / "examples" / "frameworks"
-FRAMEWORKS = ("plain", "fabric", "accelerate", "torchrun")
+FRAMEWORKS = ("plain", "fabric", "accelerate", "deepspeed", "torchrun")
 # `[node1 rank3] rank 3/4 ... params <digest>`; Databricks' ranks print through the driver.
 DIGEST = re.compile(r"^\[(?:node(\d) rank\d+|driver)\] rank (\d+)/(\d+) .*?params (\w+)$", re.MULTILINE)
 
@@ -41,6 +42,7 @@ EXPECTED: dict[tuple[str, str], Refused] = {
     ("torchrun", "azureml"): Refused("which would start its own in each of them: 4 separate groups"),
     ("torchrun", "azureml-mpi"): Refused("which would start its own in each of them: 4 separate groups"),
     ("torchrun", "databricks"): Refused("TorchDistributor runs a Python file or module itself"),
+    ("deepspeed", "azureml-mpi"): Refused("starts a PyTorch job's ranks as mpi, and this job's launch.framework is"),
 }
 # Every framework once, every emulation once, and the refusals: what CI runs.
 CI_CELLS = {
@@ -49,6 +51,8 @@ CI_CELLS = {
     ("fabric", "vertex"),
     ("accelerate", "aiplatform"),
     ("accelerate", "databricks"),
+    ("deepspeed", "databricks"),  # DeepspeedTorchDistributor on a local Spark
+    ("deepspeed", "azureml-mpi"),
     ("torchrun", "torchrun"),
     ("torchrun", "azureml-mpi"),
 }

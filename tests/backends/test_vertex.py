@@ -1039,3 +1039,24 @@ def test_the_reduction_server_says_which_pool_lacks_gpus(changes: dict[str, Any]
         render(job(reduction_server={}, **changes))
     problems = [p for p in caught.value.problems if "NCCL" in p.message]
     assert [(p.path, which in p.message) for p in problems] == [(path, True)], caught.value.problems
+
+
+# -- DeepSpeed and Horovod -----------------------------------------------------------------------------------
+def test_deepspeed_ranks_run_under_the_launcher_with_their_arguments() -> None:
+    """Vertex starts one process per node; crosstrain's launcher starts one per GPU, each given DeepSpeed's
+    arguments after the command's (as DeepSpeed's own launcher would)."""
+    spec = job(launch={"framework": "deepspeed", "deepspeed_config": "/opt/ds.json"})
+    for pool in body_of(spec)["jobSpec"]["workerPoolSpecs"]:
+        container = pool["containerSpec"]
+        words = [*container["command"], *container.get("args", [])]
+        assert words[:3] == ["python", "-m", "crosstrain.launch"], words
+        assert words[-3:] == ["--deepspeed", "--deepspeed_config", "/opt/ds.json"], words
+
+
+def test_horovod_is_refused_with_the_reason() -> None:
+    with pytest.raises(Unsupported) as refused:
+        render(job(launch={"framework": "horovod"}))
+    [problem] = refused.value.problems
+    assert problem.path == "launch.framework"
+    assert "no MPI between them" in problem.message
+    assert "azureml" in problem.fix

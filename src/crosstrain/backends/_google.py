@@ -98,8 +98,8 @@ def runs_under_launcher(job: TrainingJob, gpu_count: int) -> bool:
     mode, or in auto mode where a node runs more than one process, or where crosstrain travels with the code
     and there is more than one node: the platform's `RANK` is a node's, which frameworks (Lightning, Accelerate)
     take for a process rank, and the launcher gives the command torchrun's variables instead and has the primary
-    say whom it waits for. TensorFlow and MPI start their own."""
-    if job.launch.framework != "pytorch":
+    say whom it waits for (DeepSpeed's ranks too, each given its arguments). TensorFlow and MPI start their own."""
+    if job.launch.framework not in ("pytorch", "deepspeed"):
         return False
     if job.launch.mode == "per-node":
         return True

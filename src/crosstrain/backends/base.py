@@ -69,6 +69,8 @@ class Capabilities:
     logs: bool = False
     dedupes_create: bool = False  # the platform dedupes a retried create by the identity
     frameworks: frozenset[str] = frozenset({"pytorch"})
+    #: Why a framework the target lacks cannot run there, where the platform has more to say than the default.
+    framework_reasons: tuple[tuple[str, str], ...] = ()
     launch_modes: frozenset[str] = frozenset({"auto", "per-process", "per-node"})
     #: The secret stores whose references (`env: {NAME: {secret: REF}}`) reach the value on the node
     #: (`crosstrain.spec.SECRET_STORES`); a reference to another store is refused.
@@ -77,6 +79,20 @@ class Capabilities:
     code: bool = False
     requirements: bool = False
     environments: bool = False
+
+
+#: What a framework needs that a platform may not have, said when a target refuses it.
+_FRAMEWORK_NEEDS = {
+    "horovod": "Horovod's ranks are started together by mpirun or horovodrun across the nodes, and {target} "
+    "starts each node's command itself, with no MPI between them",
+    "mpi": "an MPI job's ranks are started together by mpirun across the nodes, and {target} starts each node's "
+    "command itself, with no MPI between them",
+}
+#: Where a refused framework runs instead.
+_FRAMEWORK_ELSEWHERE = {
+    "horovod": "run it on azureml (an MPI job), or port it to torch.distributed (launch.framework: pytorch)",
+    "mpi": "run it on azureml (an MPI job)",
+}
 
 
 def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> list[Problem]:
@@ -124,11 +140,14 @@ def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> li
             Problem("scheduling.spot", f"{target} has no spot capacity for jobs", "remove `scheduling.spot`")
         )
     if job.launch.framework not in caps.frameworks:
+        framework = job.launch.framework
+        why = dict(caps.framework_reasons).get(framework) or _FRAMEWORK_NEEDS.get(framework)
         problems.append(
             Problem(
                 "launch.framework",
-                f"{target} cannot run {job.launch.framework} jobs",
-                f"use one of {', '.join(sorted(caps.frameworks))}",
+                f"{target} cannot run {framework} jobs" + (f": {why.format(target=target)}" if why else ""),
+                f"use one of {', '.join(sorted(caps.frameworks))}"
+                + (f"; or {_FRAMEWORK_ELSEWHERE[framework]}" if framework in _FRAMEWORK_ELSEWHERE else ""),
             )
         )
     for attr, supported, what in (
@@ -474,6 +493,9 @@ class Backend(ABC, Generic[S, P]):
             if settings.patch is not None:
                 request = patched(request, settings.patch, self.name)
             notes = request.notes
+            if job.launch.framework_args():
+                given = " ".join(job.launch.framework_args())
+                notes += (f"every training rank is given `{given}` after its arguments (launch.framework: deepspeed)",)
             if job.function_payload is not None and not result_at:
                 lost = self.lost_result()
                 notes += (f"{lost.message}: {lost.fix}",)

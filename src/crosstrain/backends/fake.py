@@ -131,7 +131,7 @@ class FakeBackend(Backend[FakeSettings, None]):
         spot=True,
         logs=True,
         dedupes_create=True,
-        frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
+        frameworks=frozenset({"pytorch", "mpi", "tensorflow", "deepspeed", "horovod"}),
         secret_stores=frozenset(SECRET_STORES),  # it runs nothing: it keeps every reference as it is
         code=True,  # the archive is kept under the root, by its digest
         requirements=True,

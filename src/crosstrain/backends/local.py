@@ -50,7 +50,8 @@ from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSumm
 from crosstrain.registry import BUILTIN_BACKENDS, get_backend_class
 from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings
-from crosstrain.spec import Launch, Machine, SecretRef, TrainingJob
+from crosstrain.spec import Launch, TrainingJob
+from crosstrain.spec_fields import Machine, SecretRef
 
 #: Plain torchrun on every node: the emulation no platform declares.
 TORCHRUN = "torchrun"
@@ -164,7 +165,7 @@ class LocalBackend(Backend[LocalSettings, None]):
         per_pool_commands=True,
         spot=True,  # no capacity to choose here: spot changes nothing
         reduction_server=True,  # with --emulate vertex only (platform_refusals): left out, all-reduce runs directly
-        frameworks=frozenset({"pytorch", "mpi"}),
+        frameworks=frozenset({"pytorch", "mpi", "deepspeed"}),
         # A secret's value comes from the caller's environment (the processes inherit it), never from a store.
         secret_stores=frozenset(SECRET_STORES),
     )
@@ -356,6 +357,19 @@ class LocalBackend(Backend[LocalSettings, None]):
         own `launch` (before this machine's processes per node) is what the platform's refusals judge."""
         target = EMULATED[name]
         variant = dict(emulation.variants[name])
+        framework = variant.get("framework")
+        if framework and job.launch.framework not in ("pytorch", framework):
+            raise Unsupported(
+                self.name,
+                [
+                    Problem(
+                        "launch.framework",
+                        f"--emulate {name} starts a PyTorch job's ranks as {framework}, and this job's "
+                        f"launch.framework is {job.launch.framework}",
+                        f"emulate {target} itself: its own settings choose how {job.launch.framework} starts there",
+                    )
+                ],
+            )
         if variant:
             job = job.model_copy(update={"launch": job.launch.model_copy(update=variant)})
         # No image is pulled here, but the platform wants one named (unless the job asks for its runtime).

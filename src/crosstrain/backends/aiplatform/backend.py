@@ -78,7 +78,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         per_pool_commands=True,
         logs=True,
         # AI Platform sets TF_CONFIG on every replica and runs parameter servers itself (google.md 3.2, 4).
-        frameworks=frozenset({"pytorch", "tensorflow"}),
+        frameworks=frozenset({"pytorch", "tensorflow", "deepspeed"}),
         dedupes_create=True,  # the jobId is chosen at render time: a repeated create meets 409 ALREADY_EXISTS
         secret_stores=SECRET_STORES,
         code=True,

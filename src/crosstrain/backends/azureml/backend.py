@@ -101,7 +101,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         spot=True,
         logs=True,
         dedupes_create=True,  # the job name is chosen at render time and the PUT is create-or-update
-        frameworks=frozenset({"pytorch", "mpi", "tensorflow"}),
+        frameworks=frozenset({"pytorch", "mpi", "tensorflow", "deepspeed", "horovod"}),
         secret_stores=frozenset({"azure"}),  # Key Vault, read at start by crosstrain's runtime
         code=True,  # a code asset, as `command(code=DIR)` makes it
         requirements=True,  # with code: pip-installed by the bundle's bootstrap when each node starts

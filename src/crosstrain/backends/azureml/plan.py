@@ -33,7 +33,7 @@ class Plan:
     nodes: int
     processes_per_node: int  # what Azure starts on each node
     launcher_processes: int | None  # per-node mode: what crosstrain's launcher starts on each node
-    framework: str
+    framework: str  # Azure's distribution: pytorch, mpi or tensorflow
     machine: catalog.ResolvedMachine
     command: list[str]
     image: str | None
@@ -64,7 +64,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
         except catalog.CatalogError as exc:
             problems.append(exc.problem)
     refused = bool(problems)  # a machine named and refused: "names no machine" would mislead
-    nodes, framework = job.nodes, str(job.launch.framework)
+    nodes, framework = job.nodes, _DISTRIBUTION.get(job.launch.framework, job.launch.framework)
     per_node = job.processes_per_node(machine.gpu_count)
     config = settings.distributed_job_config
     if config is not None:
@@ -213,6 +213,19 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
     return plan, []
 
 
+#: The distribution Azure ML starts a framework's job with: DeepSpeed as Azure's own DeepSpeed example does
+#: (PyTorch, a process per GPU; DeepSpeed reads the variables it sets), Horovod as an MPI job (Azure's docs).
+_DISTRIBUTION = {"deepspeed": "pytorch", "horovod": "mpi"}
+#: The distributions a v1 config may choose for each framework (DeepSpeed also reads MPI's variables on Azure ML).
+_RUNS_UNDER = {
+    "pytorch": {"pytorch"},
+    "mpi": {"mpi"},
+    "tensorflow": {"tensorflow"},
+    "deepspeed": {"pytorch", "mpi"},
+    "horovod": {"mpi"},
+}
+
+
 def _apply_v1(
     job: TrainingJob,
     config: PyTorchConfiguration | MpiConfiguration | TensorflowConfiguration,
@@ -258,7 +271,7 @@ def _apply_v1(
                 "remove one of the two",
             )
         )
-    if "framework" in job.launch.model_fields_set and job.launch.framework != framework:
+    if "framework" in job.launch.model_fields_set and framework not in _RUNS_UNDER[job.launch.framework]:
         problems.append(
             Problem(
                 path,

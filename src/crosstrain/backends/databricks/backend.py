@@ -111,6 +111,14 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         logs=True,
         dedupes_create=True,
         launch_modes=frozenset({"auto", "per-process"}),
+        frameworks=frozenset({"pytorch", "deepspeed"}),  # TorchDistributor, DeepspeedTorchDistributor
+        framework_reasons=(
+            (
+                "horovod",
+                "Databricks ran Horovod through HorovodRunner, deprecated and not installed on Databricks Runtime ML "
+                "16.0 and above; Databricks recommends TorchDistributor",
+            ),
+        ),
         secret_stores=frozenset({"databricks"}),  # `{{secrets/scope/key}}` in spark_env_vars
         code=True,  # an archive on workspace files or a volume, unpacked on each node by the launcher
         requirements=True,  # task libraries: {pypi: {package: ...}}
@@ -251,8 +259,7 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
             )
         )
         notes.append(
-            f"TorchDistributor(num_processes={call.num_processes}, local_mode={call.local_mode}, "
-            f"use_gpu={call.use_gpu}).run("
+            f"{call.distributor()}.run("
             + (
                 f"bash -c {call.target!r} on every rank)"
                 if call.kind == "shell"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -175,7 +176,27 @@ class Plan:
             num = self.machine.gpu_count * (1 if self.single_node else self.nodes)
             # Single node: GPU scheduling is off on single-node clusters and local GPU mode needs it, so the
             # processes keep every GPU visible and pick cuda:LOCAL_RANK themselves.
-            self.call = DistributorCall(num, self.single_node, not self.single_node, kind, target, tuple(args))
+            deepspeed: dict[str, Any] = {}
+            if job.launch.framework == "deepspeed":
+                deepspeed = {"deepspeed": True, "nodes": 1 if self.single_node else self.nodes}
+                deepspeed["deepspeed_config"] = job.launch.deepspeed_config or ""
+                self._deepspeed_runtime()
+            self.call = DistributorCall(
+                num, self.single_node, not self.single_node, kind, target, tuple(args), **deepspeed
+            )
+
+    def _deepspeed_runtime(self) -> None:
+        """DeepspeedTorchDistributor came with pyspark 3.5: Databricks Runtime 14.0 ML."""
+        found = re.match(r"(\d+)\.(\d+)\.", self.spark_version)
+        if found and (int(found[1]), int(found[2])) < (14, 0):
+            self.problems.append(
+                Problem(
+                    "targets.databricks.spark_version",
+                    f"{self.spark_version} has no DeepspeedTorchDistributor, which came with Databricks Runtime "
+                    "14.0 ML (pyspark 3.5)",
+                    f"use 14.0 ML or later, e.g. {DEFAULT_SPARK_VERSION}",
+                )
+            )
 
     def _file(self, target: str, job: TrainingJob) -> str:
         if target.startswith("dbfs:/"):

@@ -77,7 +77,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         per_pool_commands=True,
         spot=True,
         logs=True,
-        frameworks=frozenset({"pytorch", "tensorflow"}),
+        frameworks=frozenset({"pytorch", "tensorflow", "deepspeed"}),
         secret_stores=SECRET_STORES,
         code=True,
         requirements=True,  # the package's install_requires, or the bootstrap's --install on your own image
