@@ -693,7 +693,16 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 def command_file_problems(job: Any) -> list[Problem]:
     """The files pools' commands run (`python train.py`, `bash run.sh`, `./run.sh`) that the shipped folder does
     not hold. A job with `code:` runs its command in that folder on every target, so every node would fail."""
+    config = job.launch.deepspeed_config
     if job.code is None:
+        if config and _in_code_folder(config):
+            return [
+                Problem(
+                    "launch.deepspeed_config",
+                    f"{config} is a path in the code folder, and the job ships none: no node would find it",
+                    "ship the folder that holds it with `code:`, or give an absolute path in the image",
+                )
+            ]
         return []
     try:
         shipped = for_job(job)
@@ -722,7 +731,6 @@ def command_file_problems(job: Any) -> list[Problem]:
                 "name the file by its path under the code folder",
             )
         )
-    config = job.launch.deepspeed_config
     if config and _in_code_folder(config) and os.path.normpath(config) not in files:
         problems.append(
             Problem(

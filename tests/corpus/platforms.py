@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import json
 import logging
 import re
 import shlex
@@ -493,21 +494,29 @@ def aiplatform_normalize(training: dict[str, Any], crosstrain: bool) -> dict[str
 # -- Databricks --------------------------------------------------------------------------------------------------
 def databricks_original(case: Case) -> dict[str, Any]:
     """The cluster the run asks for, read into the SDK's `ClusterSpec` (an unknown field or a wrong type fails),
-    and the `TorchDistributor(...)` call, checked against pyspark's own signature. The original is described in
-    our own words (topology.yaml) where its licence does not allow a copy."""
+    and the `TorchDistributor(...)` or `DeepspeedTorchDistributor(...)` call (`class:`), bound to pyspark's own
+    signature with its defaults. A function's command line is what pyspark gives it: nothing, or for DeepSpeed
+    `--deepspeed --deepspeed_config FILE` (its `_create_torchrun_command`). The original is described in our own
+    words (topology.yaml) where its licence does not allow a copy."""
     import inspect
 
     from databricks.sdk.service.compute import ClusterSpec
+    from pyspark.ml.deepspeed.deepspeed_distributor import DeepspeedTorchDistributor
     from pyspark.ml.torch.distributor import TorchDistributor
 
     described = yaml.safe_load(case.original.read_text())
-    inspect.signature(TorchDistributor).bind(**described["distributor"])
+    keywords = dict(described["distributor"])
+    kind = keywords.pop("class", "TorchDistributor")
+    cls = {"TorchDistributor": TorchDistributor, "DeepspeedTorchDistributor": DeepspeedTorchDistributor}[kind]
+    bound = inspect.signature(cls).bind(**keywords)
+    bound.apply_defaults()
+    distributor = {"class": kind, **{k: v for k, v in bound.arguments.items() if not k.startswith("_")}}
     run = dict(described["run"])
-    return {
-        "cluster": ClusterSpec.from_dict(described["cluster"]).as_dict(),
-        "distributor": dict(described["distributor"]),
-        "run": run,
-    }
+    if "function" in run:
+        config = distributor.get("deepspeedConfig")
+        deepspeed = ["--deepspeed", *(["--deepspeed_config", config] if config else [])]
+        run["argv"] = deepspeed if kind == "DeepspeedTorchDistributor" else []
+    return {"cluster": ClusterSpec.from_dict(described["cluster"]).as_dict(), "distributor": distributor, "run": run}
 
 
 def databricks_crosstrain(request: Request) -> dict[str, Any]:
@@ -519,14 +528,25 @@ def databricks_crosstrain(request: Request) -> dict[str, Any]:
     call = DistributorCall.parse(task.spark_python_task.parameters or [])
     run: dict[str, Any]
     if call.kind == "module" and call.target == "crosstrain.function":
-        run = {"function": True}
+        run = {"function": True, "argv": list(call.args)}
     else:
         run = {call.kind: call.target, "args": list(call.args)}
-    return {
-        "cluster": task.new_cluster.as_dict(),
-        "distributor": {"num_processes": call.num_processes, "local_mode": call.local_mode, "use_gpu": call.use_gpu},
-        "run": run,
+    distributor: dict[str, Any] = {
+        "class": "TorchDistributor",
+        "num_processes": call.num_processes,
+        "local_mode": call.local_mode,
+        "use_gpu": call.use_gpu,
     }
+    if call.deepspeed:
+        distributor = {
+            "class": "DeepspeedTorchDistributor",
+            "numGpus": call.num_processes // call.nodes,
+            "nnodes": call.nodes,
+            "localMode": call.local_mode,
+            "useGpu": call.use_gpu,
+            "deepspeedConfig": call.deepspeed_config or None,
+        }
+    return {"cluster": task.new_cluster.as_dict(), "distributor": distributor, "run": run}
 
 
 #: Variables crosstrain sets on multi-node clusters so that gloo and NCCL talk on the nodes' one interface
@@ -557,7 +577,7 @@ def databricks_normalize(request: dict[str, Any], crosstrain: bool) -> dict[str,
     }
     run = r["run"]
     if "function" in run:
-        r["run"] = {"function": True}
+        r["run"] = {"function": True, "argv": run.get("argv", [])}
     elif "file" in run:
         run["file"] = Path(run["file"]).name
     return dict(prune(r))
@@ -596,5 +616,25 @@ def compare(case: Case) -> tuple[str, list[Difference], str]:
         request = crosstrain_request(case)
     except SpecError as exc:
         return "REFUSED", [], str(exc)
-    found = diff(normalize(original_of(case), False), normalize(crosstrain_of(request), True))
+    original, crosstrain = original_of(case), crosstrain_of(request)
+    if case.platform == "databricks":  # each side's DeepSpeed config, by what it holds
+        code = yaml.safe_load(case.job.read_text()).get("code") or "."
+        original, crosstrain = deepspeed_config(original, case.folder), deepspeed_config(crosstrain, case.folder / code)
+    found = diff(normalize(original, False), normalize(crosstrain, True))
     return ("EQUIVALENT" if found else "EQUAL"), found, ""
+
+
+def deepspeed_config(request: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A DeepSpeed run's config compared by what it holds, not where it lies: pyspark writes a dict to a temporary
+    file, crosstrain ships a file in the code folder; every rank is given the path of a file with those contents."""
+    config = request["distributor"].get("deepspeedConfig")
+    if not config:
+        return request
+    contents = json.loads((folder / config).read_text()) if isinstance(config, str) else config
+    argv = request["run"].get("argv", [])
+    given = ["<deepspeedConfig>" if i and argv[i - 1] == "--deepspeed_config" else a for i, a in enumerate(argv)]
+    return {
+        **request,
+        "distributor": {**request["distributor"], "deepspeedConfig": contents},
+        "run": {**request["run"], "argv": given},
+    }

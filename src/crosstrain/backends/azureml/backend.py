@@ -227,9 +227,10 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         line = job.pools()[0].shell_line
         if plan.launcher_processes is not None:
             command = launcher_command(command, nproc_per_node=plan.launcher_processes, nnodes=plan.nodes)
-        elif plan.framework == "mpi" and bundle is not None:
+        elif plan.framework == "mpi" and bundle is not None and job.launch.framework != "horovod":
             # MPI names the rank only in OMPI_*; crosstrain travels with the code, and its launcher runs each
             # rank's command with torch's variables (RANK, LOCAL_RANK, MASTER_ADDR...) that frameworks read.
+            # Horovod reads MPI's own: its ranks run the command as written.
             command = launcher_command(command, nproc_per_node=1)
             notes.append(
                 "each MPI rank runs the command under crosstrain's launcher, which sets torch's env:// variables"
