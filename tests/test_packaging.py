@@ -500,10 +500,11 @@ def test_a_request_rendered_from_a_job_file_in_its_code_is_sent_from_another_pro
 
 
 def test_a_deepspeed_config_in_a_code_folder_the_job_does_not_ship_is_refused() -> None:
-    job = {"name": "j", "command": "python /app/train.py", "launch": {"framework": "deepspeed"}}
-    relative = {**job, "launch": {**job["launch"], "deepspeed_config": "ds_config.json"}}
-    [problem] = packaging.command_file_problems(job_from_dict(relative))
+    def job(config: str) -> dict[str, Any]:
+        launch = {"framework": "deepspeed", "deepspeed_config": config}
+        return {"name": "j", "command": "python /app/train.py", "launch": launch}
+
+    [problem] = packaging.command_file_problems(job_from_dict(job("ds_config.json")))
     assert problem.path == "launch.deepspeed_config"
     assert "ships none" in problem.message
-    absolute = {**job, "launch": {**job["launch"], "deepspeed_config": "/app/ds_config.json"}}
-    assert packaging.command_file_problems(job_from_dict(absolute)) == []
+    assert packaging.command_file_problems(job_from_dict(job("/app/ds_config.json"))) == []
