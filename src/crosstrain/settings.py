@@ -200,6 +200,34 @@ def check_setting(
     return getattr(checked, name), []
 
 
+def described(model: type[TargetSettings], target: str, given: Mapping[str, tuple[Any, str]]) -> list[dict[str, Any]]:
+    """Each setting of `model` as `crosstrain targets` shows it: its value and origin in `given` (`sourced`), else
+    its default (origin `default`; None where it is required and unset), and every way to set it."""
+    rows = []
+    for key, field in model.model_fields.items():
+        sources = [f"--set {target}.{key}=...", f"targets.{target}.{key} in the job file"]
+        sources += [f"${var}" for var in env_vars(model, key)] + [f"crosstrain config set {target}.{key} VALUE"]
+        default = None if field.is_required() else _plain(field.get_default(call_default_factory=True))
+        value, origin = given.get(key, (default, None if field.is_required() else DEFAULT))
+        description = (field.description or "").split(" Env: ")[0]
+        rows.append(
+            {
+                "name": key,
+                "required": field.is_required(),
+                "default": default,
+                "description": description,
+                "value": _plain(value),
+                "origin": origin,
+                "from": sources,
+            }
+        )
+    return rows
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
+
+
 def configured_settings(
     model: type[TargetSettings],
     target: str,

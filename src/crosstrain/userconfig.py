@@ -34,10 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.errors import ConfigError, Problem, UsageError
+from crosstrain.errors import ConfigError, Problem, SpecError, UsageError
 
 if TYPE_CHECKING:
     from tomlkit import TOMLDocument
+
+    from crosstrain.settings import TargetSettings
 
 CONFIG_ENV = "CROSSTRAIN_CONFIG"
 PROFILE_ENV = "CROSSTRAIN_PROFILE"
@@ -411,6 +413,56 @@ def unset_value(path: Path, key: Key) -> bool:
     if os.path.lexists(path):
         _edit(path, change)
     return removed
+
+
+def model_for(key: Key, *, stored: bool = False) -> type[TargetSettings]:
+    """The settings model of `key`'s target. An unknown target, or (where the file does not hold it: a typo
+    there can still be read and removed) a setting it does not have, is refused with the closest name."""
+    from crosstrain.registry import get_backend_class
+    from crosstrain.settings import check_setting
+
+    table = ".".join(key.table)
+    unknown = unknown_target(key.target)
+    if unknown:
+        raise SpecError([Problem(table, f"unknown target {key.target!r}", unknown)], headline="invalid config key")
+    model = get_backend_class(key.target).settings_model
+    if not stored and key.setting not in model.model_fields:
+        problems = check_setting(model, key.target, key.setting, None, at=table)[1]
+        raise SpecError(problems, headline="invalid config key")
+    return model
+
+
+def value_for(model: type[TargetSettings], key: Key, text: str) -> Any:
+    """`text` (from the command line) as the target's setting takes it, and as TOML writes it: a number stays a
+    number, `true` a boolean, a patch's JSON a table."""
+    from pydantic_core import to_jsonable_python
+
+    from crosstrain.settings import check_setting
+
+    checked, problems = check_setting(model, key.target, key.setting, text, at=".".join(key.table))
+    if problems:
+        raise SpecError(problems, headline=f"cannot set {key}")
+    value = to_jsonable_python(checked)
+    if value is None:
+        raise SpecError([Problem(str(key), "TOML has no null", f"to leave it unset: crosstrain config unset {key}")])
+    return value
+
+
+def listing(config: UserConfig) -> dict[str, Any]:
+    """Every key the file sets, in the form `crosstrain config get` takes (`vertex.region`,
+    `profiles.dev.vertex.region`), once each table is checked against its target's settings."""
+    from crosstrain.registry import get_backend_class
+    from crosstrain.settings import config_problems
+
+    layers = list(config.all_layers())
+    problems = [p for layer in layers for p in config_problems(get_backend_class(layer.target).settings_model, [layer])]
+    if problems:
+        raise ConfigError(problems, source=config.source)
+    values = {}
+    for layer in layers:
+        short = layer.at.removeprefix("targets.").replace(".targets.", ".", 1)
+        values.update({f"{short}.{name}": value for name, value in layer.values.items()})
+    return values
 
 
 def stored(config: UserConfig, key: Key) -> tuple[bool, Any]:
