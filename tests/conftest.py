@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def config_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's stand-in for ~/.config: crosstrain's folder there (`handle.key`) is the tests' own."""
+    return tmp_path_factory.mktemp("config-home")
+
+
+@pytest.fixture(autouse=True)
+def no_user_config(monkeypatch: pytest.MonkeyPatch, config_home: Path) -> Iterator[Path]:
+    """No test reads the developer's own config file or profile (`crosstrain.userconfig`): CROSSTRAIN_CONFIG
+    names a file that does not exist, which a test that needs one replaces with its own in its tmp_path, and
+    XDG_CONFIG_HOME the session's folder; subprocesses inherit both."""
+    absent = config_home / "crosstrain" / "config.toml"
+    monkeypatch.setenv("CROSSTRAIN_CONFIG", str(absent))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home))
+    monkeypatch.delenv("CROSSTRAIN_PROFILE", raising=False)
+    yield absent
+    assert not absent.exists(), "a test wrote the shared config file: point CROSSTRAIN_CONFIG at its own tmp_path"
 
 
 @pytest.fixture

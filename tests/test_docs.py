@@ -12,6 +12,8 @@
   - `<!-- checked: yaml -->`: YAML for reading only (alternatives side by side): it parses.
 
   Each target gets the settings it needs to render where the block gives none (`TARGET_SETTINGS`).
+* Every ```toml block is marked `<!-- checked: config -->` and is a config file crosstrain reads
+  (`crosstrain.userconfig`): its shape, and every key and value against its target's settings, each profile too.
 * Every command line the docs and the examples give for an example (`crosstrain render|run|submit|validate
   examples/...`) renders (or validates) as written, from the repository's root: `run` and `submit` render
   what they would start or send.
@@ -159,6 +161,42 @@ def test_every_yaml_block_holds_what_its_marker_says(block: Block, tmp_path: Pat
         with pytest.raises(CrosstrainError) as refused:
             _render(job_file, target)
         assert words in str(refused.value), f"{block.id}: {target} refuses it, not for the reason the page says"
+
+
+# -- config files -------------------------------------------------------------------------------------------
+def _toml_blocks() -> Iterator[Block]:
+    for page in PAGES:
+        text = page.read_text()
+        for fence in re.finditer(r"^[ \t]*```toml[ \t]*\n(.*?)^[ \t]*```", text, re.M | re.S):
+            before = text[: fence.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            marked = re.fullmatch(r"<!-- checked: (.*) -->", before.strip())
+            line = text[: fence.start()].count("\n") + 1
+            yield Block(page, line, shlex.split(marked.group(1)) if marked else [], fence.group(1))
+
+
+TOML_BLOCKS = list(_toml_blocks())
+
+
+@pytest.mark.parametrize("block", TOML_BLOCKS, ids=lambda b: b.id)
+def test_every_toml_block_is_a_config_file_crosstrain_reads(block: Block, tmp_path: Path) -> None:
+    from crosstrain import userconfig
+    from crosstrain.registry import get_backend_class
+    from crosstrain.settings import config_problems
+
+    assert block.mark == ["config"], f"{block.id}: mark the block with <!-- checked: config --> on the line before it"
+    path = tmp_path / "config.toml"
+    path.write_text(block.text)
+    environ = {"CROSSTRAIN_CONFIG": str(path)}
+    config = userconfig.load(environ)
+    assert list(config.all_layers()), f"{block.id}: sets nothing"
+    for layer in config.all_layers():
+        assert config_problems(get_backend_class(layer.target).settings_model, [layer]) == [], block.id
+    for profile in config.profiles:
+        userconfig.load(environ, profile)
+
+
+def test_the_config_page_shows_a_config_file() -> None:
+    assert [b.page.name for b in TOML_BLOCKS].count("config.md") == 1
 
 
 # -- command lines ------------------------------------------------------------------------------------------
@@ -375,6 +413,41 @@ def shell_line_on_local(folder: Path) -> None:
     line = f'cd src && python train.py --rank "$RANK" --data {folder / "data"}'
     assert found
     assert all(argv[-4:] == ["--no_python", "bash", "-c", line] for argv in found), found
+
+
+@claim(
+    "docs/config.md",
+    "| 1 | the setting's built-in default |",
+    "| 2 | the config file's `[targets.TARGET]` |",
+    "| 3 | the profile in use, `[profiles.NAME.targets.TARGET]` |",
+    "| 4 | the platform's environment variables |",
+    "| 5 | the job file's `targets.TARGET` section |",
+    "| 6 | `--set key=value` (keyword arguments in Python) |",
+)
+def each_source_of_a_setting_wins_over_the_ones_above_it(folder: Path) -> None:
+    """The fake target's `root` (variable CROSSTRAIN_FAKE_ROOT) from each source in turn, each over the last."""
+    config = folder / "config.toml"
+    config.write_text('[targets.fake]\nroot = "2"\n[profiles.dev.targets.fake]\nroot = "3"\n')
+    job = {"name": "j", "command": "python train.py", "targets": {"fake": {}}}
+    base = {"CROSSTRAIN_CONFIG": str(config)}
+    sources: list[tuple[dict[str, Any], str]] = [
+        ({"environ": {}}, "~/.cache/crosstrain/fake-cloud"),
+        ({"environ": base}, "2"),
+        ({"environ": base, "config_profile": "dev"}, "3"),
+        ({"environ": {**base, "CROSSTRAIN_FAKE_ROOT": "4"}, "config_profile": "dev"}, "4"),
+    ]
+    for kwargs, root in sources:
+        assert _render_fake(job, **kwargs).settings["root"] == root
+    job["targets"] = {"fake": {"root": "5"}}
+    environ = {**base, "CROSSTRAIN_FAKE_ROOT": "4"}
+    assert _render_fake(job, environ=environ, config_profile="dev").settings["root"] == "5"
+    assert _render_fake(job, environ=environ, config_profile="dev", root="6").settings["root"] == "6"
+
+
+def _render_fake(job: dict[str, Any], **kwargs: Any) -> Request:
+    from crosstrain import api
+
+    return api.render(job, "fake", **kwargs)
 
 
 # Every claim above is registered by now.

@@ -67,3 +67,14 @@ def test_the_blocker_would_catch_an_sdk_import() -> None:
     )
     assert done.returncode != 0
     assert "imported torch" in done.stderr
+
+
+def test_a_render_without_a_config_file_imports_no_toml_library() -> None:
+    """The config file is read (with tomllib) only where it exists; tests/conftest.py names one that does not."""
+    for code in (
+        "import crosstrain",
+        "from crosstrain.cli import main; main(['render', 'examples/ddp-quickstart/job.yaml', '-t', 'fake'])",
+    ):
+        modules = importtime(code)
+        assert "crosstrain" in modules
+        assert not {"tomllib", "tomlkit"} & modules, code

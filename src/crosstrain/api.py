@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.errors import CrosstrainError, Problem, SpecError, UnknownBackend
+from crosstrain.errors import ConfigError, CrosstrainError, Problem, SpecError, UnknownBackend
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.records import CREDENTIAL_HEADERS
 from crosstrain.registry import create_backend, entries, get_backend_class
@@ -77,15 +77,19 @@ def render(
     *,
     run_id: str | None = None,
     environ: Mapping[str, str] | None = None,
+    config_profile: str | None = None,
     **settings: Any,
 ) -> Request:
     """Every HTTP call that `submit` would make, without sending anything.
 
-    `settings` override the job file's `targets.<target>` section (e.g. `project="my-proj"`).
+    `settings` override the job file's `targets.<target>` section (e.g. `project="my-proj"`), which is over the
+    environment and this user's config file; `config_profile` picks the config file's profile (the CLI's
+    `--profile`; not `profile`, which is a Databricks setting).
     """
     spec = with_run_id(load_job(job), run_id)
     name = choose_target(spec, target)
-    return create_backend(name, environ=environ).render(spec, target_settings(name, job, settings))
+    backend = create_backend(name, environ=environ, config_profile=config_profile)
+    return backend.render(spec, target_settings(name, job, settings))
 
 
 FUNCTION_COMMAND = ["python", "-m", "crosstrain.function"]
@@ -154,11 +158,12 @@ def render_function(
     kwargs: Mapping[str, Any] | None = None,
     run_id: str | None = None,
     environ: Mapping[str, str] | None = None,
+    config_profile: str | None = None,
     **settings: Any,
 ) -> Request:
     """What `submit_function` would send: `job` with `fn(*args, **kwargs)` as every rank's entry point, and
     where rank 0 leaves its result (`request.result_at`). Sends nothing."""
-    return _function_request(fn, job, target, args, kwargs, run_id, environ, settings)[1]
+    return _function_request(fn, job, target, args, kwargs, run_id, environ, settings, config_profile)[1]
 
 
 def _function_request(
@@ -170,11 +175,12 @@ def _function_request(
     run_id: str | None,
     environ: Mapping[str, str] | None,
     settings: Mapping[str, Any],
+    config_profile: str | None = None,
 ) -> tuple[Backend[Any, Any], Request]:
     """The backend that renders a function's job, and its request (which that backend then sends as its own)."""
     spec = with_run_id(with_function(fn, job, args, kwargs), run_id)
     name = choose_target(spec, target)
-    backend = create_backend(name, environ=environ)
+    backend = create_backend(name, environ=environ, config_profile=config_profile)
     return backend, backend.render(spec, target_settings(name, job, settings))
 
 
@@ -186,11 +192,12 @@ def submit_function(
     args: Sequence[Any] = (),
     kwargs: Mapping[str, Any] | None = None,
     run_id: str | None = None,
+    config_profile: str | None = None,
     **settings: Any,
 ) -> JobHandle:
     """Run `fn(*args, **kwargs)` on every rank of `job` on `target` (the function is pickled into the job's code
     bundle with cloudpickle: `crosstrain.function`); `handle.result()` waits and returns rank 0's result."""
-    backend, request = _function_request(fn, job, target, args, kwargs, run_id, None, settings)
+    backend, request = _function_request(fn, job, target, args, kwargs, run_id, None, settings, config_profile)
     if not request.result_at:
         raise SpecError([backend.lost_result()])
     return backend.send(request).of(request)
@@ -215,10 +222,12 @@ def submit(
     target: str | None = None,
     *,
     run_id: str | None = None,
+    config_profile: str | None = None,
     **settings: Any,
 ) -> JobHandle:
     """Render `job` for `target` and send it; the handle follows the job. `settings` override the job file's
-    `targets.<target>` section. A retried submit finds the job the first one made instead of making another."""
+    `targets.<target>` section; `config_profile` picks the config file's profile (as `render`). A retried submit
+    finds the job the first one made instead of making another."""
     from crosstrain.records import Request
 
     if isinstance(job, Request) or (callable(job) and not isinstance(job, TrainingJob)):
@@ -226,10 +235,10 @@ def submit(
         raise SpecError([Problem("job", "submit takes a job (a file, a mapping or a TrainingJob)", f"use {right}")])
     spec = with_run_id(load_job(job), run_id)
     name = choose_target(spec, target)
-    return create_backend(name).submit(spec, target_settings(name, job, settings))
+    return create_backend(name, config_profile=config_profile).submit(spec, target_settings(name, job, settings))
 
 
-def send(request: Request, **settings: Any) -> JobHandle:
+def send(request: Request, *, config_profile: str | None = None, **settings: Any) -> JobHandle:
     """Send a rendered (possibly edited) request as it is. `settings` say only where this machine sends
     credentials (e.g. `host="https://..."`, over the environment): a request that points elsewhere is refused."""
     binding = get_backend_class(request.target).binding_settings
@@ -245,7 +254,9 @@ def send(request: Request, **settings: Any) -> JobHandle:
                 )
             ]
         )
-    backend = create_backend(request.target, **({"settings": settings} if settings else {}))
+    backend = create_backend(
+        request.target, config_profile=config_profile, **({"settings": settings} if settings else {})
+    )
     return backend.send(request).of(request)
 
 
@@ -255,6 +266,7 @@ def validate(
     *,
     settings: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    config_profile: str | None = None,
 ) -> dict[str, list[Problem]]:
     """Problems per target (an empty list where the job renders). Spec errors raise `SpecError`.
 
@@ -280,8 +292,10 @@ def validate(
             continue
         try:
             own = scoped(settings or {}, name, fields.get(name, ()), known, only_target=False)
-            create_backend(name, environ=environ).render(spec, own)
+            create_backend(name, environ=environ, config_profile=config_profile).render(spec, own)
             results[name] = []
+        except ConfigError:
+            raise  # this machine's config file, not something the target cannot do: it stops the check
         except SpecError as exc:
             results[name] = list(exc.problems)
         except UnknownBackend as exc:

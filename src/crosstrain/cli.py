@@ -77,11 +77,22 @@ def _spec_args(p: argparse.ArgumentParser, *, many_targets: bool = False) -> Non
         )
     else:
         p.add_argument("-t", "--target", help="where to run; default: the job file's only target")
-    _set_arg(p, "target setting, overriding the job file and environment (repeatable)")
+    _set_arg(p, "target setting, overriding the job file, the environment and the config file (repeatable)")
 
 
 def _set_arg(p: argparse.ArgumentParser, text: str) -> None:
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help=text)
+    _profile_arg(p)
+
+
+def _profile_arg(p: argparse.ArgumentParser, text: str = "") -> None:
+    p.add_argument(
+        "--profile",
+        metavar="NAME",
+        help=text
+        or "the config file's profile to use, over its defaults (default: $CROSSTRAIN_PROFILE; "
+        "see `crosstrain config`)",
+    )
 
 
 def _local_args(p: argparse.ArgumentParser) -> None:
@@ -111,9 +122,18 @@ def _handle_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _handle_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """`--set` and `--profile`, as a handle's verbs and `api.send` take them."""
+    return {**_assignments(args), "config_profile": args.profile}
+
+
+def _assignments(args: argparse.Namespace) -> dict[str, str]:
+    """`--set`'s pairs; `config_profile` is no setting (the Python API's name for --profile)."""
     from crosstrain.settings import parse_assignments
 
-    return dict(parse_assignments(args.settings))
+    settings = parse_assignments(args.settings)
+    if "config_profile" in settings:
+        raise SpecError([Problem("--set config_profile", "not a setting", "pick the config file's profile: --profile")])
+    return settings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,13 +190,56 @@ def build_parser() -> argparse.ArgumentParser:
     _handle_arg(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing lines while the job runs")
     verb("schema", "print the JSON Schema of job files (for editors and CI checks)")
-    p = verb("targets", "list the targets, each one's settings, and where each setting can come from")
+    p = verb(
+        "targets",
+        "list the targets and their settings: each one's value here, where it came from, and where else it can",
+    )
+    p.add_argument("job", nargs="?", help="a job file whose targets section counts too (- for stdin)")
     p.add_argument("-t", "--target", help="only this target")
+    _set_arg(p, "target setting, as for render (repeatable)")
+    _config_parser(verbs)
     p = verb("completion", 'print a shell completion script: eval "$(crosstrain completion bash)"')
     p.add_argument("shell", choices=("bash", "zsh"))
     p = verb("catalog", "list the GPUs and machine types each target offers")
     p.add_argument("-t", "--target", help="only this target's offers")
     return parser
+
+
+CONFIG_HELP = """keys: TARGET.SETTING (vertex.region) for the defaults, profiles.NAME.TARGET.SETTING (or
+--profile NAME) for a profile's. Where a value comes from, lowest first: built-in defaults, the config file's
+defaults, its profile, environment variables, the job file's targets section, --set. The file:
+$CROSSTRAIN_CONFIG, else $XDG_CONFIG_HOME/crosstrain/config.toml, else ~/.config/crosstrain/config.toml."""
+
+
+def _config_parser(verbs: Any) -> None:
+    """`crosstrain config ACTION`: gcloud's `config` and az's defaults, for crosstrain's settings."""
+    text, raw = (
+        "read and write this user's defaults for each target (the config file)",
+        argparse.RawDescriptionHelpFormatter,
+    )
+    config = verbs.add_parser(
+        "config", help=text, description=f"{text}.\n\n{CONFIG_HELP}", epilog=EPILOG, formatter_class=raw
+    )
+    actions = config.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=_Parser)
+    for name, text, takes in (
+        ("get", "print the value the config file sets for KEY", ("key",)),
+        ("set", "check VALUE against the target's setting, then write it to the config file", ("key", "value")),
+        ("unset", "remove KEY from the config file", ("key",)),
+        ("list", "every setting the config file holds, checked against its target", ()),
+        ("path", "print where the config file is (whether or not it exists)", ()),
+    ):
+        p = actions.add_parser(
+            name, help=text, description=f"{text}.\n\n{CONFIG_HELP}", epilog=EPILOG, formatter_class=raw
+        )
+        p.add_argument("--json", action="store_true", help="machine-readable output on stdout, errors included")
+        for arg in takes:
+            p.add_argument(
+                arg,
+                metavar=arg.upper(),
+                help="TARGET.SETTING, or profiles.NAME.TARGET.SETTING" if arg == "key" else None,
+            )
+        if takes:
+            _profile_arg(p, "the profile whose KEY this is (as profiles.NAME.KEY)")
 
 
 def _duration(text: str) -> float:
@@ -226,9 +289,7 @@ def _load_handle(source: str) -> Any:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    from crosstrain.settings import parse_assignments
-
-    settings: dict[str, Any] = dict(parse_assignments(args.settings))
+    settings: dict[str, Any] = dict(_assignments(args))
     local = {"emulate": "emulate", "nodes": "nodes", "nproc_per_node": "nproc_per_node"}
     given = {key: getattr(args, attr) for attr, key in local.items() if getattr(args, attr, None) is not None}
     if given and _target(args) != "local":
@@ -261,7 +322,7 @@ def _rendered(args: argparse.Namespace, job: TrainingJob) -> tuple[Backend[Any, 
 
     job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))
-    backend = create_backend(target)
+    backend = create_backend(target, config_profile=args.profile)
     request = backend.render(job, api.target_settings(target, args.job, api.settings_for(target, _settings(args))))
     for note in request.notes:
         _say(f"note: {note}")
@@ -300,7 +361,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     job = _load_job(args.job)
     from crosstrain import api
 
-    results = api.validate(job, args.target, settings=_settings(args))
+    results = api.validate(job, args.target, settings=_settings(args), config_profile=args.profile)
     ok = not any(results.values())
     if args.json:
         _print_json(
@@ -362,8 +423,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         job = api.with_run_id(loaded, args.run_id)
         target = api.choose_target(job, _target(args))
         overrides = api.settings_for(target, _settings(args))
+        settings = {**api.target_settings(target, args.job, overrides), "config_profile": args.profile}
         with _local_output(target):
-            handle = api.submit(job, target, **api.target_settings(target, args.job, overrides))
+            handle = api.submit(job, target, **settings)
     if handle.adopted:
         _say(
             f"a job with identity {handle.identity} existed already, made from this same request: using it. "
@@ -406,6 +468,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))
     settings = api.target_settings(target, args.job, api.settings_for(target, _settings(args)))
+    settings["config_profile"] = args.profile
     if target != "local":
         handle = api.submit(job, target, **settings)
         _say(f"submitted {handle.identity} to {handle.target}" + (" (it existed already)" if handle.adopted else ""))
@@ -459,7 +522,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from crosstrain.progress import elapsed_text
     from crosstrain.registry import create_backend
 
-    backend = create_backend(args.target)
+    backend = create_backend(args.target, config_profile=args.profile)
     jobs = list(itertools.islice(backend.list_jobs(api.settings_for(args.target, _settings(args))), max(args.limit, 0)))
     if args.json:
         _print_json([job.to_dict() for job in jobs])
@@ -531,90 +594,116 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
+    """Each target's settings: the value this machine (and the job file, where one is given) resolves, and the
+    source it came from (`crosstrain.settings.sourced`, the order render applies)."""
+    from crosstrain import userconfig
     from crosstrain.registry import entries, get_backend_class
-    from crosstrain.settings import env_vars
+    from crosstrain.safe import redact_all
+    from crosstrain.settings import DEFAULT, check_config, described, scoped, sourced, unused
 
     known = entries()
     if args.target and args.target not in known:
         raise SpecError(
             [Problem("--target", f"unknown target {args.target!r}", f"use one of {', '.join(sorted(known))}")]
         )
+    if args.job in known and not os.path.lexists(args.job):
+        raise UsageError(f"{args.job!r} is a target, not a job file: pass -t {args.job}")
+    job = _load_job(args.job) if args.job else None
+    config = userconfig.load(profile=args.profile)
+    assignments = _assignments(args)
+    models = {
+        name: get_backend_class(name).settings_model for name in sorted(known) if not args.target or name == args.target
+    }
+    problems = unused(assignments, {name: model.model_fields for name, model in models.items()})
+    if problems:
+        raise SpecError(problems)
     rows: list[dict[str, Any]] = []
-    for name, entry in sorted(known.items()):
-        if args.target and name != args.target:
-            continue
-        model = get_backend_class(name).settings_model
-        settings: list[dict[str, Any]] = []
-        for key, field in model.model_fields.items():
-            sources = [f"--set {name}.{key}=...", f"targets.{name}.{key} in the job file"]
-            sources += [f"${var}" for var in env_vars(model, key)]
-            settings.append(
-                {
-                    "name": key,
-                    "required": field.is_required(),
-                    "default": None if field.is_required() else _plain(field.get_default(call_default_factory=True)),
-                    "description": (field.description or "").split(" Env: ")[0],
-                    "from": sources,
-                }
-            )
+    for name, model in models.items():
+        layers = config.layers(name)
+        check_config(model, layers)
+        overrides = scoped(assignments, name, model.model_fields, known, only_target=bool(args.target))
+        section = job.targets.get(name) if job is not None else None
+        given = sourced(model, config=layers, section=section, overrides=overrides, environ=os.environ)
+        entry, settings = known[name], redact_all(described(model, name, given))
         rows.append({"target": name, "summary": entry.summary, "install": entry.install_hint, "settings": settings})
     if args.json:
         _print_json(rows)
         return ExitCode.OK
     for row in rows:
-        print(f"{row['target']}: {row['summary']}  ({row['install']})")
+        _show(f"{row['target']}: {row['summary']}  ({row['install']})")
         for setting in row["settings"]:
             default = "required" if setting["required"] else f"default {json.dumps(setting['default'])}"
-            print(f"  {setting['name']} ({default}): {setting['description']}")
-            print(f"      from: {', '.join(setting['from'])}")
+            origin, value = setting["origin"], json.dumps(setting["value"])
+            value = (
+                "not set"
+                if origin is None
+                else f"{value} (the default)"
+                if origin == DEFAULT
+                else f"{value} from {origin}"
+            )
+            _show(f"  {setting['name']} ({default}): {setting['description']}\n      value: {value}")
+            _show(f"      set with: {', '.join(setting['from'])}")
     return ExitCode.OK
 
 
-def _plain(value: Any) -> Any:
-    return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
+def cmd_config(args: argparse.Namespace) -> int:
+    """`crosstrain config get|set|unset|list|path`: the config file's keys, each checked against its target's
+    settings (`crosstrain.userconfig`) before it is written."""
+    from crosstrain import userconfig
+    from crosstrain.safe import redact_all
+
+    path, said = userconfig.config_path()
+    if path is None:  # pragma: no cover - the process environment always has a home
+        raise SpecError([Problem("$CROSSTRAIN_CONFIG", "no config file: no home folder", "set $CROSSTRAIN_CONFIG")])
+    source, exists = userconfig.shown(path), path.exists()
+    if args.action == "path":
+        if args.json:
+            _print_json({"file": str(path), "exists": exists, "from": said})
+        else:
+            _show(str(path))
+        return ExitCode.OK
+    config = userconfig.load(ambient=False)
+    if args.action == "list":
+        values, active = redact_all(userconfig.listing(config)), os.environ.get(userconfig.PROFILE_ENV) or None
+        if args.json:
+            _print_json({"file": str(path), "exists": exists, "profile": active, "profiles": config.profiles,
+                         "settings": values})  # fmt: skip
+            return ExitCode.OK
+        in_use = f" (profile in use: {active}, from ${userconfig.PROFILE_ENV})" if active else ""
+        _say(
+            f"# {source}{in_use}"
+            if values
+            else f"{source} sets nothing: `crosstrain config set TARGET.SETTING VALUE` writes there"
+        )
+        for name, value in values.items():
+            _show(f"{name} = {json.dumps(value, ensure_ascii=False)}")
+        return ExitCode.OK
+    key = userconfig.parse_key(args.key, args.profile)
+    found, value = userconfig.stored(config, key)
+    model = userconfig.model_for(key, stored=found and args.action != "set")
+    if args.action == "set":
+        value = userconfig.value_for(model, key, args.value)
+        userconfig.set_value(path, key, value)
+        done = {"key": str(key), "value": redact_all(value), "file": str(path)}
+        _say(f"set {key} = {json.dumps(value)} in {source}")
+    elif args.action == "unset":
+        done = {"key": str(key), "removed": userconfig.unset_value(path, key), "file": str(path)}
+        _say(f"removed {key} from {source}" if done["removed"] else f"{key} was not set in {source}: nothing to remove")
+    else:
+        done = {"key": str(key), "value": redact_all(value), "set": found, "file": str(path)}
+        if not found:
+            _say(f"{key} is not set in {source}")
+        elif not args.json:
+            _show(value if isinstance(value, str) else json.dumps(value))
+    if args.json:
+        _print_json(done)
+    return ExitCode.OK
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    """Completion from the parser itself: verbs, then each verb's options (and file names for the rest)."""
-    parser = build_parser()
-    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    options = {
-        name: sorted(o for action in sub._actions for o in action.option_strings) for name, sub in verbs.choices.items()
-    }
-    names = " ".join(options)
-    if args.shell == "bash":
-        cases = "\n".join(f'        {verb}) opts="{" ".join(opts)}" ;;' for verb, opts in options.items())
-        print(
-            "_crosstrain() {\n"
-            '    local cur="${COMP_WORDS[COMP_CWORD]}" verb="${COMP_WORDS[1]}" opts=""\n'
-            '    if [ "$COMP_CWORD" -eq 1 ]; then\n'
-            f'        COMPREPLY=($(compgen -W "{names}" -- "$cur")); return\n'
-            "    fi\n"
-            '    case "$verb" in\n'
-            f"{cases}\n"
-            "    esac\n"
-            '    if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$opts" -- "$cur"));\n'
-            '    else COMPREPLY=($(compgen -f -- "$cur")); fi\n'
-            "}\n"
-            "complete -o filenames -F _crosstrain crosstrain"
-        )
-    else:
-        cases = "\n".join(
-            f"    {verb}) _arguments '*:file:_files' {' '.join(repr(o) for o in opts)} ;;"
-            for verb, opts in options.items()
-        )
-        print(
-            "#compdef crosstrain\n"
-            "_crosstrain() {\n"
-            "  if (( CURRENT == 2 )); then\n"
-            f"    compadd {names}; return\n"
-            "  fi\n"
-            "  case $words[2] in\n"
-            f"{cases}\n"
-            "  esac\n"
-            "}\n"
-            'if [ "$funcstack[1]" = "_crosstrain" ]; then _crosstrain "$@"; else compdef _crosstrain crosstrain; fi'
-        )
+    from crosstrain.completion import script
+
+    print(script(build_parser(), args.shell))
     return ExitCode.OK
 
 
@@ -669,6 +758,7 @@ COMMANDS = {
     "schema": cmd_schema,
     "catalog": cmd_catalog,
     "targets": cmd_targets,
+    "config": cmd_config,
     "completion": cmd_completion,
 }
 

@@ -97,6 +97,13 @@ def _headline_for(path: str) -> str | None:
     return None
 
 
+class ConfigError(SpecError):
+    """This user's config file (`crosstrain.userconfig`) is wrong, or names no such profile: this machine's
+    configuration, not the job, so it stops every verb that reads it rather than counting against a target."""
+
+    headline = "invalid config file"
+
+
 class Unsupported(SpecError):
     """A valid spec that the chosen platform cannot express; refused rather than silently dropped."""
 

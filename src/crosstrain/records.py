@@ -291,15 +291,16 @@ class JobHandle:
 
         return verifies(self.result_seal, *self._sealed(self.result_at))
 
-    def _backend(self, settings: Mapping[str, Any]) -> Backend[Any, Any]:
+    def _backend(self, settings: Mapping[str, Any], config_profile: str | None = None) -> Backend[Any, Any]:
         """The origin backend, or a new one configured with `settings` (e.g. `host="https://..."`: what this
-        machine is configured for, which the handle must match; the environment fills the rest)."""
-        if self.origin is not None and not settings:
+        machine is configured for, which the handle must match; the environment and the config file, in its
+        profile `config_profile`, fill the rest)."""
+        if self.origin is not None and not settings and config_profile is None:
             return self.origin
         from crosstrain.registry import create_backend, get_backend_class
 
         if not settings:
-            return create_backend(self.target)
+            return create_backend(self.target, config_profile=config_profile)
         binding = get_backend_class(self.target).binding_settings
         unknown = sorted(set(settings) - set(binding))
         if unknown:
@@ -313,10 +314,10 @@ class JobHandle:
                     )
                 ]
             )
-        return create_backend(self.target, settings=settings)
+        return create_backend(self.target, settings=settings, config_profile=config_profile)
 
-    def status(self, **settings: Any) -> JobStatus:
-        return self._backend(settings).status(self)
+    def status(self, *, config_profile: str | None = None, **settings: Any) -> JobStatus:
+        return self._backend(settings, config_profile).status(self)
 
     def wait(
         self,
@@ -324,6 +325,7 @@ class JobHandle:
         *,
         poll_interval: float = 1.0,
         progress: Callable[[JobStatus], None] | None = None,
+        config_profile: str | None = None,
         **settings: Any,
     ) -> JobStatus:
         """Poll until the job ends (starting at `poll_interval`, backing off to 30 s). `progress` sees every
@@ -332,18 +334,21 @@ class JobHandle:
             from crosstrain.progress import Progress
 
             progress = Progress(self.identity, self.console_url, live=False)
-        return self._backend(settings).wait(self, timeout=timeout, poll_interval=poll_interval, progress=progress)
+        backend = self._backend(settings, config_profile)
+        return backend.wait(self, timeout=timeout, poll_interval=poll_interval, progress=progress)
 
-    def cancel(self, **settings: Any) -> None:
-        self._backend(settings).cancel(self)
+    def cancel(self, *, config_profile: str | None = None, **settings: Any) -> None:
+        self._backend(settings, config_profile).cancel(self)
 
-    def logs(self, *, follow: bool = False, **settings: Any) -> Iterator[str]:
+    def logs(self, *, follow: bool = False, config_profile: str | None = None, **settings: Any) -> Iterator[str]:
         """The job's log lines, with any credential in them redacted; with `follow`, more as they come until the
         job ends."""
-        backend = self._backend(settings)
+        backend = self._backend(settings, config_profile)
         return map(redact, backend.logs(self, follow=True) if follow else backend.logs(self))
 
-    def result(self, timeout: float | None = None, *, trust: bool = False, **settings: Any) -> Any:
+    def result(
+        self, timeout: float | None = None, *, trust: bool = False, config_profile: str | None = None, **settings: Any
+    ) -> Any:
         """What a function job's rank 0 returned (`crosstrain.submit_function`), once the job has succeeded:
         waits for it (up to `timeout`), then reads it back where the platform lets crosstrain read it (this
         machine, Cloud Storage, a Databricks volume or DBFS). Elsewhere `Unsupported` says where it is; a job that
@@ -372,7 +377,7 @@ class JobHandle:
                     )
                 ]
             )
-        backend = self._backend(settings)
+        backend = self._backend(settings, config_profile)
         data = backend.read_result(self, timeout=timeout)
         try:
             import cloudpickle

@@ -12,6 +12,7 @@ node side import it.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 #: `scheme://userinfo@`: a URL that carries a user name or secret before its host.
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#@\s]*)@")
@@ -105,3 +106,14 @@ def href(url: str) -> str | None:
     if re.search(r"[\x00-\x20\x7f-\x9f\"'<>`\\]", url):
         return None
     return url
+
+
+def redact_all(value: Any) -> Any:
+    """`value` with every string in it (in lists and mappings too) redacted: what `--json` prints as it is."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redact_all(item) for item in value]
+    if isinstance(value, dict):
+        return {key: redact_all(item) for key, item in value.items()}
+    return value

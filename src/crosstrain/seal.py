@@ -23,8 +23,9 @@ _process_key = secrets.token_bytes(_KEY_BYTES)
 
 
 def key_path() -> Path:
-    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(config) / "crosstrain" / "handle.key"
+    from crosstrain.userconfig import user_dir
+
+    return (user_dir() or Path(os.path.expanduser("~"), ".config", "crosstrain")) / "handle.key"
 
 
 @functools.cache

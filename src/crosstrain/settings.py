@@ -1,31 +1,38 @@
 """Per-target settings (GCP project, Azure workspace, Databricks host...) and where they come from.
 
-Each backend declares a `TargetSettings` model. Values are layered, lowest first:
+Each backend declares a `TargetSettings` model. Values are layered, lowest first, by `sourced` alone:
 
 1. the model's defaults;
-2. the platform's usual environment variables (`GOOGLE_CLOUD_PROJECT`, `AZURE_SUBSCRIPTION_ID`,
+2. this user's config file, `[targets.<target>]` (`crosstrain.userconfig`: `~/.config/crosstrain/config.toml`);
+3. the config file's profile in use, `[profiles.<name>.targets.<target>]` (`--profile`, `$CROSSTRAIN_PROFILE`);
+4. the platform's usual environment variables (`GOOGLE_CLOUD_PROJECT`, `AZURE_SUBSCRIPTION_ID`,
    `DATABRICKS_HOST`...), declared per field with `setting(env=...)`;
-3. the job file's `targets.<target>` section;
-4. explicit overrides: `--set key=value` on the CLI, keyword arguments in Python.
+5. the job file's `targets.<target>` section;
+6. explicit overrides: `--set key=value` on the CLI, keyword arguments in Python.
 
 The environment is below the job file so that an ambient variable never silently redirects a job file that
-names its own project or host; `--set` is there for CI pipelines that must.
+names its own project or host; `--set` is there for CI pipelines that must. The config file is below the
+environment, as gcloud's properties are below `CLOUDSDK_*` variables: a variable set for one command wins over
+the standing default. Each value keeps where it came from (`sourced`), which `crosstrain targets` shows.
 
-A handle or a rendered request read from a file is checked against `configured_settings` (environment and
-overrides, no job file) before any credential is loaded, since those files travel between machines. No
-setting may carry credentials in a URL (`https://user:token@host`): they would be printed and saved.
+A handle or a rendered request read from a file is checked against `configured_settings` (the config file, the
+environment and overrides, no job file) before any credential is loaded, since those files travel between
+machines. No setting may carry credentials in a URL (`https://user:token@host`): they would be printed and saved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import Any, TypeVar
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from crosstrain.errors import Problem, SpecError
+from crosstrain.errors import ConfigError, Problem, SpecError
 from crosstrain.safe import redact, url_credentials
+
+if TYPE_CHECKING:
+    from crosstrain.userconfig import Layer
 
 S = TypeVar("S", bound="TargetSettings")
 
@@ -90,6 +97,34 @@ def env_vars(model: type[TargetSettings], name: str) -> list[str]:
     return list(extra.get("env", [])) if isinstance(extra, dict) else []  # type: ignore[arg-type]
 
 
+#: Where a value came from, as `crosstrain targets` shows it.
+DEFAULT, JOB_FILE, OVERRIDE = "default", "job file", "--set"
+
+
+def sourced(
+    model: type[TargetSettings],
+    *,
+    config: Sequence[Layer] = (),
+    section: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, tuple[Any, str]]:
+    """Each setting given, as (value, where it came from): the one place that says which source wins. Lowest
+    first: the config file's tables (its defaults, then the profile's), the environment, the job file, `--set`.
+    Settings given nowhere are left out (the model's defaults fill them)."""
+    values: dict[str, tuple[Any, str]] = {}
+    for layer in config:
+        values.update((key, (value, layer.origin)) for key, value in layer.values.items())
+    for name in model.model_fields:
+        for var in env_vars(model, name):
+            if environ and environ.get(var):
+                values[name] = (environ[var], f"env {var}")
+                break
+    values.update((key, (value, JOB_FILE)) for key, value in (section or {}).items())
+    values.update((key, (value, OVERRIDE)) for key, value in (overrides or {}).items() if value is not None)
+    return values
+
+
 def resolve_settings(
     model: type[S],
     target: str,
@@ -97,29 +132,100 @@ def resolve_settings(
     section: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    config: Sequence[Layer] = (),
 ) -> S:
-    """Layer defaults < environment < job file < overrides, and validate. Errors name `targets.<target>.<key>`."""
-    values: dict[str, Any] = {}
-    for name in model.model_fields:
-        for var in env_vars(model, name):
-            if environ and environ.get(var):
-                values[name] = environ[var]
-                break
-    values.update(section or {})
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    """Layer the sources (`sourced`) and validate. Errors name `targets.<target>.<key>`; a value from anywhere
+    but the job file says where it came from, and the config file's are checked first, naming the file."""
+    check_config(model, config)
+    given = sourced(model, config=config, section=section, overrides=overrides, environ=environ)
     try:
-        return model.model_validate(values)
+        return model.model_validate({key: value for key, (value, _) in given.items()})
     except ValidationError as exc:
         from crosstrain.loader import problems_from
 
         problems = problems_from(exc, model, prefix=f"targets.{target}")
         for i, p in enumerate(problems):
+            key = p.path.rsplit(".", 1)[-1]
             if p.message == "required field is missing":
-                key = p.path.rsplit(".", 1)[-1]
                 hint = [f"`--set {key}=...`", f"`targets.{target}.{key}` in the job file"]
                 hint += [f"${v}" for v in env_vars(model, key)] if key in model.model_fields else []
+                hint += [f"`crosstrain config set {target}.{key} VALUE`"]
                 problems[i] = Problem(p.path, f"{target} needs `{key}`", "set it with " + ", ".join(hint))
+            elif p.path == f"targets.{target}.{key}" and given.get(key, (None, JOB_FILE))[1] != JOB_FILE:
+                problems[i] = Problem(p.path, f"{p.message} (from {given[key][1]})", p.fix)
         raise SpecError(problems) from None
+
+
+def check_config(model: type[TargetSettings], config: Iterable[Layer]) -> None:
+    """Refuse the config file's tables for this target where a key is no setting or a value does not fit."""
+    layers = list(config)
+    problems = config_problems(model, layers)
+    if problems:
+        raise ConfigError(problems, source=layers[0].source)
+
+
+def config_problems(model: type[TargetSettings], config: Iterable[Layer]) -> list[Problem]:
+    """Each key of the config file's tables that is no setting of the target (with the closest one), and each
+    value the model refuses, at its key path in the file (`targets.vertex.regoin`)."""
+    problems: list[Problem] = []
+    for layer in config:
+        for name, value in layer.values.items():
+            problems += check_setting(model, layer.target, name, value, at=layer.at)[1]
+    return problems
+
+
+def check_setting(
+    model: type[TargetSettings], target: str, name: str, value: Any, *, at: str
+) -> tuple[Any, list[Problem]]:
+    """`value` as `model`'s setting `name` takes it, or the problems with it, at `at.name`."""
+    if name not in model.model_fields:
+        import difflib
+
+        from crosstrain import untrusted
+
+        close = difflib.get_close_matches(name, model.model_fields, n=1, cutoff=0.6) if len(name) < 100 else []
+        fix = f"did you mean {close[0]!r}?" if close else f"use one of its settings: {', '.join(model.model_fields)}"
+        path = f"{at}.{name}" if len(name) <= 40 else f"{at}.{untrusted.excerpt(name, 40)}"
+        return None, [
+            Problem(
+                path, f"{target} has no setting {untrusted.excerpt(name)}", f"{fix} (`crosstrain targets -t {target}`)"
+            )
+        ]
+    try:
+        checked = model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
+    except ValidationError as exc:
+        from crosstrain.loader import problems_from
+
+        return None, problems_from(exc, model, prefix=at)
+    return getattr(checked, name), []
+
+
+def described(model: type[TargetSettings], target: str, given: Mapping[str, tuple[Any, str]]) -> list[dict[str, Any]]:
+    """Each setting of `model` as `crosstrain targets` shows it: its value and origin in `given` (`sourced`), else
+    its default (origin `default`; None where it is required and unset), and every way to set it."""
+    rows = []
+    for key, field in model.model_fields.items():
+        sources = [f"--set {target}.{key}=...", f"targets.{target}.{key} in the job file"]
+        sources += [f"${var}" for var in env_vars(model, key)] + [f"crosstrain config set {target}.{key} VALUE"]
+        default = None if field.is_required() else _plain(field.get_default(call_default_factory=True))
+        value, origin = given.get(key, (default, None if field.is_required() else DEFAULT))
+        description = (field.description or "").split(" Env: ")[0]
+        rows.append(
+            {
+                "name": key,
+                "required": field.is_required(),
+                "default": default,
+                "description": description,
+                "value": _plain(value),
+                "origin": origin,
+                "from": sources,
+            }
+        )
+    return rows
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool | type(None) | list | dict) else str(value)
 
 
 def configured_settings(
@@ -129,31 +235,25 @@ def configured_settings(
     names: Collection[str],
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    config: Sequence[Layer] = (),
 ) -> dict[str, Any]:
-    """The settings in `names` that this machine configures without any job file (the environment, then
-    `overrides`), each validated as the model does; unset ones are left out.
+    """The settings in `names` that this machine configures without any job file (the config file, the
+    environment, then `overrides`, as `sourced` layers them), each validated as the model does; unset ones are
+    left out.
 
     This is what a handle or a rendered request from a file is held to: the file may come from anywhere.
     """
-    values: dict[str, Any] = {}
-    for name in names:
-        for var in env_vars(model, name):
-            if environ and environ.get(var):
-                values[name] = environ[var]
-                break
-        if (overrides or {}).get(name) is not None:
-            values[name] = (overrides or {})[name]
+    check_config(model, config)
+    given = sourced(model, config=config, overrides=overrides, environ=environ)
     problems: list[Problem] = []
     out: dict[str, Any] = {}
-    for name, value in values.items():
-        try:  # one field at a time: the model's other required fields need not be set
-            checked = model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
-        except ValidationError as exc:
-            from crosstrain.loader import problems_from
-
-            problems += problems_from(exc, model, prefix=f"targets.{target}")
+    for name in names:
+        if name not in given:
             continue
-        out[name] = getattr(checked, name)
+        checked, found = check_setting(model, target, name, given[name][0], at=f"targets.{target}")
+        problems += found
+        if not found:
+            out[name] = checked
     if problems:
         raise SpecError(problems)
     return out

@@ -45,6 +45,8 @@ JOB = Limits("job file", max_bytes=1 * MiB, max_depth=64, max_nodes=20_000, max_
 HANDLE = Limits("job handle", max_bytes=256 * KiB, max_depth=32, max_nodes=20_000, max_string=16 * KiB)
 #: A rendered request can carry a Databricks upload (at most 10 MB, base64 in the request).
 REQUEST = Limits("rendered request", max_bytes=16 * MiB, max_depth=64, max_nodes=100_000, max_string=16 * MiB)
+#: This user's config file (`crosstrain.userconfig`): a few tables of settings, a few hundred bytes.
+CONFIG = Limits("config file", max_bytes=256 * KiB, max_depth=16, max_nodes=20_000, max_string=64 * KiB)
 
 #: Longest number a YAML or JSON value may spell out; Python refuses ints of more than 4,300 digits, and
 #: YAML 1.1's base-60 ints (`1:2:3`) cost quadratic time to build.

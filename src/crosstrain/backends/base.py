@@ -7,7 +7,7 @@ a retried submit safe). `send()` makes those calls through the platform's offici
 
 Credentials go only where this machine is configured to send them. A handle or a request that this backend
 did not make itself (one read from a file, or edited) is checked against `Backend.configured()`, the settings
-from the environment, overrides and the SDK's own profile, before any credential is loaded: its host,
+from the config file, the environment, overrides and the SDK's own profile, before any credential is loaded: its host,
 endpoint, workspace or project must be the configured one (`check_handle`, `check_request`).
 """
 
@@ -37,13 +37,14 @@ from crosstrain.errors import (
     WaitTimeout,
 )
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
-from crosstrain.settings import TargetSettings, configured_settings, env_vars, resolve_settings
+from crosstrain.settings import OVERRIDE, TargetSettings, configured_settings, env_vars, resolve_settings, sourced
 
 if TYPE_CHECKING:
     from crosstrain.backends.emulation import Emulation
     from crosstrain.data import Placement
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
+    from crosstrain.userconfig import Layer, UserConfig
 
 #: Why a `targets.<target>.patch` may not change the fields that carry the identity and the fingerprint.
 IDENTITY_WHY = (
@@ -277,12 +278,16 @@ class Backend(ABC, Generic[S, P]):
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
         settings: Mapping[str, Any] | None = None,
+        config_profile: str | None = None,
     ) -> None:
         """`settings`: overrides, as `--set` gives them: under each render's own, and what handle verbs and
-        requests from files are checked against (with the environment)."""
+        requests from files are checked against (with the environment and the config file). `config_profile`:
+        the config file's profile to use (`--profile`), else `$CROSSTRAIN_PROFILE`'s."""
         self._retry = retry
         self.environ = os.environ if environ is None else environ
         self.overrides: dict[str, Any] = dict(settings or {})
+        self.config_profile = config_profile
+        self._user_config: UserConfig | None = None
         self._configured: dict[str, Any] | None = None
         self._rendered: set[str] = set()  # digests of the requests this backend rendered
         self._issued: set[str] = set()  # the handles its `send` made, as text
@@ -302,10 +307,25 @@ class Backend(ABC, Generic[S, P]):
     def retry(self, policy: RetryPolicy) -> None:
         self._retry = policy
 
+    # -- this user's config file ---------------------------------------------------------------------------
+    @property
+    def user_config(self) -> UserConfig:
+        """This user's config file (`crosstrain.userconfig`), read once, where settings are first resolved."""
+        if self._user_config is None:
+            from crosstrain.userconfig import load
+
+            self._user_config = load(self.environ, self.config_profile)
+        return self._user_config
+
+    def config_layers(self) -> tuple[Layer, ...]:
+        """This target's tables in the config file, lowest first: its defaults, then the profile's."""
+        return self.user_config.layers(self.name)
+
     # -- where credentials may go -------------------------------------------------------------------------
     def configured(self) -> dict[str, Any]:
-        """The `binding_settings` this machine configures without a job file: the environment and this
-        backend's overrides, validated (unset ones left out). Backends add what their SDK configures itself."""
+        """The `binding_settings` this machine configures without a job file: the config file, the environment
+        and this backend's overrides, validated (unset ones left out). Backends add what their SDK configures
+        itself."""
         if self._configured is None:
             self._configured = configured_settings(
                 self.settings_model,
@@ -313,8 +333,18 @@ class Backend(ABC, Generic[S, P]):
                 names=self.binding_settings,
                 overrides=self.overrides,
                 environ=self.environ,
+                config=self.config_layers(),
             )
         return self._configured
+
+    def configured_source(self, key: str) -> str:
+        """Where this machine's value of `key` comes from, for messages: `--set host`, `DATABRICKS_HOST`, `config
+        (~/.config/crosstrain/config.toml)`."""
+        given = sourced(
+            self.settings_model, config=self.config_layers(), overrides=self.overrides, environ=self.environ
+        )
+        origin = given.get(key, (None, f"no {key}"))[1]
+        return f"--set {key}" if origin == OVERRIDE else origin.removeprefix("env ")
 
     def issue(self, handle: JobHandle) -> JobHandle:
         """The handle `send` returns: this backend trusts it as made, and its verbs come back here."""
@@ -380,7 +410,7 @@ class Backend(ABC, Generic[S, P]):
         origin = origin_of(self.configured().get(key))
         if origin is None:
             return Configured(None, f"no {env[key]}, no --set {key}")
-        return Configured(origin, f"--set {key}" if key in self.overrides else env[key])
+        return Configured(origin, self.configured_source(key))
 
     def handle_places(self, ref: Mapping[str, Any]) -> list[Place]:
         """Where a handle's reads go (beyond the origin it states), as `binding` checks them."""
@@ -407,6 +437,7 @@ class Backend(ABC, Generic[S, P]):
             section=job.targets.get(self.name),
             overrides={**self.overrides, **(overrides or {})},
             environ=self.environ,
+            config=self.config_layers(),
         )
 
     def request_settings(self, request: Request) -> S:
@@ -619,9 +650,14 @@ class Backend(ABC, Generic[S, P]):
             return made
 
     def list_settings(self, overrides: Mapping[str, Any] | None = None) -> S:
-        """The settings `list_jobs` reads: `overrides` over this backend's, over the environment (no job file)."""
+        """The settings `list_jobs` reads: `overrides` over this backend's, over the environment and the config
+        file (no job file)."""
         return resolve_settings(
-            self.settings_model, self.name, overrides={**self.overrides, **(overrides or {})}, environ=self.environ
+            self.settings_model,
+            self.name,
+            overrides={**self.overrides, **(overrides or {})},
+            environ=self.environ,
+            config=self.config_layers(),
         )
 
     def follow(

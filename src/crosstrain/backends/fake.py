@@ -292,7 +292,7 @@ class FakeBackend(Backend[FakeSettings, None]):
         return JobStatus(STATE_MAP[native], native, message)
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
-        settings = self.settings_model.model_validate({**self._env_settings(), **self.overrides, **(overrides or {})})
+        settings = self.list_settings(overrides)
         root = Path(os.path.expanduser(settings.root)).absolute()
         records = []
         for path in (root / "jobs").glob("*.json"):
@@ -305,14 +305,6 @@ class FakeBackend(Backend[FakeSettings, None]):
             url = path.as_uri()
             handle = JobHandle("fake", record["identity"], record["identity"], console_url=url, ref={"url": url})
             yield JobSummary(record["identity"], STATE_MAP[native], native, float(record["createTime"]), url, handle)
-
-    def _env_settings(self) -> dict[str, Any]:
-        from crosstrain.settings import env_vars
-
-        for var in env_vars(self.settings_model, "root"):
-            if self.environ.get(var):
-                return {"root": self.environ[var]}
-        return {}
 
     def cancel(self, handle: JobHandle) -> None:
         self.retry.poll(lambda: self._record("POST", handle.ref["url"] + ":cancel"))

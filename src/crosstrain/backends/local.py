@@ -397,7 +397,7 @@ class LocalBackend(Backend[LocalSettings, None]):
         from crosstrain.registry import create_backend
 
         try:
-            return create_backend(target, environ=self.environ).render(job)
+            return create_backend(target, environ=self.environ, config_profile=self.config_profile).render(job)
         except Unsupported as exc:
             raise Unsupported(
                 self.name,

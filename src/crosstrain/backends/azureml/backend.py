@@ -126,10 +126,11 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
         settings: Mapping[str, Any] | None = None,
+        config_profile: str | None = None,
         storage_transport: HttpTransport[Any, Any] | None = None,
         log_interval: float = 5.0,
     ) -> None:
-        super().__init__(retry=retry, environ=environ, settings=settings)
+        super().__init__(retry=retry, environ=environ, settings=settings, config_profile=config_profile)
         self.log_interval = log_interval  # how often `logs(follow=True)` looks for new lines
         self.transport = transport  # None: azure-core's requests transport
         #: The transport of the blob reads (the job's logs); None: azure-core's requests transport.

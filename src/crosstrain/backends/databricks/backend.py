@@ -478,13 +478,13 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
 
     def _workspace(self, profile: str | None) -> tuple[str | None, str]:
         """The workspace this machine configures, and where that comes from: an injected client's host, else
-        `--set host`, `DATABRICKS_HOST`, else the host of the profile in ~/.databrickscfg (the configured
-        profile, else `profile`, else the file's default), as the Databricks SDK reads them."""
+        `--set host`, `DATABRICKS_HOST`, crosstrain's config file, else the host of the profile in ~/.databrickscfg
+        (the configured profile, else `profile`, else the file's default), as the Databricks SDK reads them."""
         if self.client is not None:
             return origin_of(str(self.client.config.host or "")), "the client crosstrain was given"
         configured = self.configured()
         if "host" in configured:
-            return configured["host"], ("--set host" if "host" in self.overrides else "DATABRICKS_HOST")
+            return configured["host"], self.configured_source("host")
         return self._profile_host(configured.get("profile") or profile)
 
     def _profile_host(self, profile: str | None) -> tuple[str | None, str]:

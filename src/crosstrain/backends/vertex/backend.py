@@ -107,6 +107,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         retry: RetryPolicy | None = None,
         environ: Mapping[str, str] | None = None,
         settings: Mapping[str, Any] | None = None,
+        config_profile: str | None = None,
         logging_client: Callable[[str], Any] | None = None,
         log_interval: float = 5.0,
         log_lookback: float = 60.0,
@@ -120,7 +121,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         STORAGE_EMULATOR_HOST. `logging_client(project)` makes the Cloud Logging client `logs` reads with; by
         default google-cloud-logging's on its REST transport. `log_interval`, `log_lookback`, `log_grace`: see
         `logs`."""
-        super().__init__(retry=retry, environ=environ, settings=settings)
+        super().__init__(retry=retry, environ=environ, settings=settings, config_profile=config_profile)
         self.client_factory = client_factory
         self.storage_client = storage_client
         self.logging_client = logging_client
