@@ -58,9 +58,9 @@ VERSION = "1.0"
 ARCHIVE_NAME = f"{PACKAGE}-{VERSION}.tar.gz"
 
 
-def counted(n: int, word: str) -> str:
-    """`n` and `word`, plural where `n` is not one ("1 file", "2 files")."""
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
+def counted(n: int, word: str, plural: str = "") -> str:
+    """`n` and `word`, plural where `n` is not one ("1 file", "2 files"; "2 processes" given the plural)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {plural or word + 's'}"
 
 
 #: The user's files, under the package: the folder the command runs in.

@@ -32,7 +32,7 @@ def test_a_long_run_says_it_is_running_and_keeps_its_lines(tmp_path: Path, monke
     assert outcome.state is JobState.SUCCEEDED
     beats = [line for line in err.getvalue().splitlines() if "RUNNING after" in line]
     assert len(beats) >= 2, err.getvalue()  # every 0.3 s while the 1.2 s process runs
-    assert beats[0].endswith("1 of 1 process(es) still running")
+    assert beats[0].endswith("1 of 1 process still running")
     assert out.getvalue().splitlines() == ["[node0] start", "[node0] end"]
     assert Path(outcome.log).read_text().splitlines() == ["[node0] start", "[node0] end"]
 

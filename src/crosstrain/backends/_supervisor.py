@@ -30,6 +30,7 @@ from typing import IO, Any, TextIO
 
 from crosstrain.errors import Stopped
 from crosstrain.failures import classify, last_lines
+from crosstrain.packaging import counted
 from crosstrain.records import JobState
 
 PLACEHOLDERS = ("${MASTER_PORT}", "${RUN_DIR}", "${PATH}")
@@ -170,7 +171,8 @@ def supervise(
                 pump = threading.Thread(target=_pump, args=(process, logs, lock), daemon=True)
                 pump.start()
                 pumps.append(pump)
-            _say(err, lock, f"crosstrain: started {len(processes)} process(es); Ctrl-C stops them all")
+            started_text = counted(len(processes), "process", "processes")
+            _say(err, lock, f"crosstrain: started {started_text}; Ctrl-C stops them all")
             deadline = None if timeout is None else started + timeout
             failure, timed_out = _watch(processes, deadline, lambda text: _say(err, lock, text), started)
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM or SIGHUP (`Stopped`)
@@ -248,7 +250,7 @@ def _watch(
             running = sum(p.returncode is None for p in processes)
             say(
                 f"crosstrain: RUNNING after {elapsed_text(time.monotonic() - started)}: {running} of "
-                f"{len(processes)} process(es) still running"
+                f"{counted(len(processes), 'process', 'processes')} still running"
             )
             next_word += PROGRESS_S
         codes = [p.returncode for p in processes]

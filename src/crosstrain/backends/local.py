@@ -436,7 +436,7 @@ class LocalBackend(Backend[LocalSettings, None]):
                 base_env=inherited_environment(self.environ),
                 timeout=body["timeout_seconds"],
                 grace=self.request_settings(request).grace_seconds,
-                header=_header(request),
+                header=_header(request, cwd),
                 runs_dir=Path(os.path.expanduser(self.request_settings(request).runs_dir)),
             )
         handle = JobHandle(
@@ -568,12 +568,14 @@ def _with_reducers() -> list[str]:
     ]
 
 
-def _header(request: Request) -> str:
+def _header(request: Request, workdir: str) -> str:
+    """What the run is, with the folder it runs in (the staged copy's real path, not the request's placeholder)."""
     body = request.create.body
     how = "plain torchrun" if body["emulate"] == "torchrun" else f"the {body['emulate']} environment"
+    nodes = packaging.counted(body["nodes"], "node")
+    processes = packaging.counted(body["nproc_per_node"], "process", "processes")
     lines = [
-        f"crosstrain: running {request.identity} here: {body['nodes']} node(s) x {body['nproc_per_node']} "
-        f"process(es), {how}, in {body['workdir']}",
+        f"crosstrain: running {request.identity} here: {nodes} x {processes}, {how}, in {workdir}",
         f"crosstrain: images are not pulled (there is no container engine): commands run with {body['python']}",
     ]
     return "\n".join(lines + [f"crosstrain: note: {note}" for note in request.notes if "is not pulled" not in note])

@@ -125,10 +125,9 @@ class ClusterEnv:
     def describe(self) -> str:
         """One topology line for logs."""
         process = f"rank {self.rank}/{self.world_size} local {self.local_rank}" if self.process_level else "per-node"
-        return (
-            f"{self.platform}: node {self.node_rank}/{self.nnodes} x {self.nproc_per_node or '?'} per node, "
-            f"{process}, master {self.master_addr}:{self.master_port}"
-        )
+        per_node = f" x {self.nproc_per_node} per node" if self.nproc_per_node else ""  # unsaid: not guessed
+        master = f"master {self.master_addr}:{self.master_port}"
+        return f"{self.platform}: node {self.node_rank}/{self.nnodes}{per_node}, {process}, {master}"
 
 
 @dataclass(frozen=True)
