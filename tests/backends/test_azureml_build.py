@@ -315,6 +315,16 @@ def test_other_targets_do_not_read_it(tmp_path: Path) -> None:
     assert pushed.build_context is None
 
 
+def test_local_emulation_renders_the_build_context_and_runs_the_command_here(tmp_path: Path) -> None:
+    """`--local --emulate azureml` puts a placeholder image on a job without one, which a build context refuses:
+    with `targets.azureml.build`, the job is rendered as Azure ML would be, and nothing is built here."""
+    context(tmp_path)
+    spec = job(tmp_path, targets={"azureml": {"build": {"path": "docker-context"}}})
+    request = create_backend("local", environ={}).render(spec, {"workdir": str(tmp_path / "run"), "emulate": "azureml"})
+    assert any("azureml: Azure ML builds the environment from" in note for note in request.notes)
+    assert "local-emulation/no-image" not in request.to_json()
+
+
 # -- the az-yaml form -------------------------------------------------------------------------------------------
 def test_az_yaml_names_the_folder_and_loads_as_the_same_environment(tmp_path: Path) -> None:
     from azure.ai.ml import load_job as sdk_load_job
