@@ -110,9 +110,14 @@ class AzureMLService(LoopbackService):
         blob_endpoint: str | None = None,
         container: str = CODE_CONTAINER,
         logs: tuple[dict[str, str], ...] = (),
+        store_secret: str = "sas",
     ) -> None:
         super().__init__(slow_seconds=slow_seconds, late_seconds=late_seconds)
         self.statuses = statuses
+        #: What the default blob store gives for its secret: "sas" (a container SAS), "forbidden" (listSecrets is
+        #: refused with a 403: an identity without the right to read it), "identity" (a store that takes identities:
+        #: it has no secret).
+        self.store_secret = store_secret
         #: Azurite's account URL (`http://127.0.0.1:<port>/devstoreaccount1`): startPendingUpload hands out a
         #: container SAS there. Without one, startPendingUpload is refused.
         self.blob_endpoint = blob_endpoint
@@ -159,8 +164,9 @@ class AzureMLService(LoopbackService):
             return "environment"
         if _JOBS.match(call.path):
             return "list"
-        if _DATASTORE.match(call.path):
-            return "datastore"
+        datastore = _DATASTORE.match(call.path)
+        if datastore:
+            return "datastore-secrets" if datastore["secrets"] else "datastore"
         code = _CODES.match(call.path)
         if code:
             if code["pending"]:
@@ -322,6 +328,10 @@ class AzureMLService(LoopbackService):
         if name not in stores or not self.blob_endpoint:
             return self.error(404, f"datastore {name} not found")
         container, permission = stores[name]
+        identity = name == BLOB_STORE and self.store_secret == "identity"
+        if secrets and name == BLOB_STORE and self.store_secret != "sas":
+            status = 403 if self.store_secret == "forbidden" else 400
+            return self.error(status, f"no secret of datastore {name} for this caller ({self.store_secret})")
         if secrets:
             from datetime import datetime, timedelta, timezone
 
@@ -350,7 +360,7 @@ class AzureMLService(LoopbackService):
                     "containerName": container,
                     "endpoint": "core.windows.net",
                     "protocol": "https",
-                    "credentials": {"credentialsType": "Sas"},
+                    "credentials": {"credentialsType": "None" if identity else "Sas"},
                     "isDefault": name == BLOB_STORE,
                 },
             },

@@ -419,7 +419,7 @@ def test_submit_uploads_the_context_once_and_registers_the_environment(azurite_u
     assert operations == [
         ("find", "GET"),
         ("datastore", "GET"),
-        ("datastore", "POST"),
+        ("datastore-secrets", "POST"),
         ("environment", "PUT"),
         ("create", "PUT"),
     ]
@@ -444,7 +444,7 @@ def test_submit_uploads_the_context_once_and_registers_the_environment(azurite_u
     assert [service.operation(c) for c in service.received] == [
         "find",
         "datastore",
-        "datastore",
+        "datastore-secrets",
         "environment",
         "create",
     ]
@@ -468,6 +468,36 @@ def test_a_context_uploaded_by_the_sdk_is_not_uploaded_again(
     assert {b.name: b.etag for b in container.list_blobs()} == etags
     assert {path for path in service.resources if "/environments/" in path} == environments  # the SDK's, found
     assert service.resources[service.job(handle.job_id)]["properties"]["environmentId"] in environments
+
+
+@pytest.mark.parametrize(
+    ("secret", "asked"), [("forbidden", ["datastore", "datastore-secrets"]), ("identity", ["datastore"])]
+)
+def test_without_the_stores_secret_the_upload_goes_with_the_azure_credential(
+    azurite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret: str, asked: list[str]
+) -> None:
+    """As azure-ai-ml's `get_datastore_info`: a store that takes identities is not asked for a secret, and a
+    refused secret is no failure; the blob client gets the workspace's credential (Azurite takes no token over
+    http, so the client is only looked at here)."""
+    from crosstrain.adaptors import azure
+
+    context(tmp_path)
+    service = AzureMLService(blob_endpoint=azurite_url, container="tokens", store_secret=secret)
+    ml = backend(service, azurite_url)
+    given: list[Any] = []
+
+    class Looked(Exception):
+        """Stops the submit once the blob client is made."""
+
+    def blob_container(account_url: str, container: str, credential: Any, **kwargs: Any) -> Any:
+        given.append((account_url, container, credential))
+        raise Looked
+
+    monkeypatch.setattr(azure, "blob_container", blob_container)
+    with pytest.raises(Looked):
+        ml.submit(job(tmp_path), {**SETTINGS, "build": {"path": "docker-context"}})
+    assert given == [(STORE_ACCOUNT, "tokens", ml.credential)]
+    assert [service.operation(c) for c in service.received] == ["find", *asked]
 
 
 def test_a_context_changed_after_render_is_refused_before_anything_is_uploaded(
