@@ -46,6 +46,11 @@ CASES: dict[str, tuple[str, Callable[[Path], dict[str, Any]]]] = {
     "aiplatform": ("aiplatform", lambda _: {"project": "fuzz-project", "region": "us-central1"}),
     "azureml": ("azureml", lambda _: {**_AZURE_WORKSPACE, "compute": "gpu-cluster"}),
     "azureml-serverless": ("azureml", lambda _: dict(_AZURE_WORKSPACE)),
+    # an environment built from `prepare`'s docker-context/: with an image or environment drawn, refused
+    "azureml-build": (
+        "azureml",
+        lambda _: {**_AZURE_WORKSPACE, "compute": "gpu-cluster", "build": {"path": "docker-context"}},
+    ),
     "databricks-aws": ("databricks", lambda _: {"host": "https://dbc-1234abcd-5678.cloud.databricks.com"}),
     "databricks-azure": ("databricks", lambda _: {"host": "https://adb-1234567890123456.7.azuredatabricks.net"}),
     "databricks-gcp": ("databricks", lambda _: {"host": "https://1234567890123456.7.gcp.databricks.com"}),
@@ -58,9 +63,12 @@ CASES: dict[str, tuple[str, Callable[[Path], dict[str, Any]]]] = {
 
 
 def prepare(folder: Path) -> Path:
-    """The folder a fuzz run works in (its current directory): a `train.py` that a Databricks render uploads."""
+    """The folder a fuzz run works in (its current directory): a `train.py` that a Databricks render uploads, and
+    the Docker build context of the `azureml-build` case."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.py").write_text("print('training')\n")
+    (folder / "docker-context").mkdir(exist_ok=True)
+    (folder / "docker-context" / "Dockerfile").write_text("FROM python:3.11-slim\n")
     return folder
 
 

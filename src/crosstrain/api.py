@@ -380,14 +380,15 @@ def _request_problems(data: dict[str, Any]) -> list[Problem]:
                 problems.append(
                     Problem(f"calls[{i}].headers", "a rendered request must not carry credentials", "remove them")
                 )
-    code = data.get("code")
-    if code is not None and need("code", code, dict, "a mapping"):
-        need("code.folder", code.get("folder"), str, "a string")
-        need("code.digest", code.get("digest"), str, "a string")
-        need("code.files", code.get("files"), int, "a whole number")
-        need("code.bytes", code.get("bytes"), int, "a whole number")
-        for key in ("ignore_files", "requirements"):
-            if need(f"code.{key}", code.get(key) or [], list, "a list"):
-                for j, item in enumerate(code.get(key) or []):
-                    need(f"code.{key}[{j}]", item, str, "a string")
+    for field in ("code", "build_context"):  # the local folders the calls upload
+        code = data.get(field)
+        if code is not None and need(field, code, dict, "a mapping"):
+            need(f"{field}.folder", code.get("folder"), str, "a string")
+            need(f"{field}.digest", code.get("digest"), str, "a string")
+            need(f"{field}.files", code.get("files"), int, "a whole number")
+            need(f"{field}.bytes", code.get("bytes"), int, "a whole number")
+            for key in ("ignore_files", "requirements"):
+                if need(f"{field}.{key}", code.get(key) or [], list, "a list"):
+                    for j, item in enumerate(code.get(key) or []):
+                        need(f"{field}.{key}[{j}]", item, str, "a string")
     return problems[:20]

@@ -94,6 +94,11 @@ class Limits:
     fix: str = "leave data, checkpoints and environments out of the folder (list them in .crosstrainignore)"
 
 
+def _packaged(field: str) -> str:
+    """What a refusal at `field` calls what was being packaged: the code, or a folder uploaded as it is."""
+    return "code" if field == "code" else "folder"
+
+
 @dataclass(frozen=True)
 class CodeFile:
     """One file of the bundle: where it goes, where it comes from, and what it holds."""
@@ -108,6 +113,8 @@ class CodeFile:
     stamp: tuple[int, int] | None = None
     #: Its deflated size as estimated from the bytes that were hashed (`Bundle.compression`).
     deflated: float = 0.0
+    #: The job field a refusal to read it names: `code`, or the setting of a folder uploaded as it is (`Folder`).
+    field: str = "code"
 
     def read(self) -> bytes:
         """The file's bytes, exactly those its digest names: a file rewritten since it was hashed (even in
@@ -118,13 +125,14 @@ class CodeFile:
         try:
             data = self.source.read_bytes()
         except OSError as exc:
-            raise ignores.unreadable(str(self.source), f"code: {self.path.removeprefix(USER_PREFIX)}", exc) from None
+            where = f"{self.field}: {self.path.removeprefix(USER_PREFIX)}"
+            raise ignores.unreadable(str(self.source), where, exc) from None
         if len(data) != self.size or hashlib.sha256(data).hexdigest() != self.sha256:
             raise UploadRefused(
                 Problem(
-                    "code",
-                    f"{self.source} changed while the code was packaged (its bytes no longer match the digest "
-                    "that names the upload)",
+                    self.field,
+                    f"{self.source} changed while the {_packaged(self.field)} was packaged (its bytes no longer match "
+                    "the digest that names the upload)",
                     "submit again once the folder is stable (e.g. when training outputs are no longer written into it)",
                 )
             )
@@ -379,11 +387,20 @@ def runtime_files() -> tuple[CodeFile, ...]:
 
 
 def _walk(
-    folder: Path, limits: Limits, rules: ignores.Ignores, sources: set[str]
+    folder: Path,
+    limits: Limits,
+    rules: ignores.Ignores,
+    sources: set[str],
+    *,
+    field: str = "code",
+    noun: str = "code folder",
+    dirs: list[str] | None = None,
 ) -> Iterator[tuple[str, str, os.stat_result]]:
     """Every file to ship under `folder`: (relative path, path, its stat), links inside the folder followed and
     folders that the ignore rules leave out not entered; `sources` gets the ignore files that left something
-    out. Plain strings and `os.scandir`'s cached stats: a 10,000-file folder is listed in a few tens of ms."""
+    out, and `dirs` (where given) the relative path of every folder entered, empty ones too. Refusals name
+    `field` and call the folder `noun`. Plain strings and `os.scandir`'s cached stats: a 10,000-file folder is
+    listed in a few tens of ms."""
     real_root = os.path.realpath(folder)
     inside = real_root.rstrip(os.sep) + os.sep
     seen_dirs = {real_root}
@@ -394,7 +411,7 @@ def _walk(
         try:
             entries = sorted(os.scandir(current), key=lambda e: e.name)
         except OSError as exc:
-            raise ignores.unreadable(current, f"code: {prefix or '.'}", exc) from None
+            raise ignores.unreadable(current, f"{field}: {prefix or '.'}", exc) from None
         for entry in entries:
             rel = f"{prefix}{entry.name}"
             try:
@@ -411,39 +428,42 @@ def _walk(
                 if real != real_root and not real.startswith(inside):
                     raise UploadRefused(
                         Problem(
-                            f"code: {rel}",
-                            f"{entry.path} is a symlink to {os.readlink(entry.path)}, which leaves the code folder "
-                            f"{folder}",
+                            f"{field}: {rel}",
+                            f"{entry.path} is a symlink to {os.readlink(entry.path)}, which leaves the {noun} {folder}",
                             "copy what it points to into the folder, or list the link in .crosstrainignore",
                         )
                     )
                 if is_dir and real in seen_dirs:
                     raise UploadRefused(
-                        Problem(f"code: {rel}", f"{entry.path} links back to a folder above it", "remove the link loop")
+                        Problem(
+                            f"{field}: {rel}", f"{entry.path} links back to a folder above it", "remove the link loop"
+                        )
                     )
                 if is_dir:
                     seen_dirs.add(real)
             if is_dir:
+                if dirs is not None:
+                    dirs.append(rel)
                 stack.append((f"{rel}/", entry.path, here.entering(entry.path, f"{rel}/")))
                 continue
             try:
                 info = entry.stat(follow_symlinks=True)
             except OSError as exc:
-                raise ignores.unreadable(entry.path, f"code: {rel}", exc) from None
+                raise ignores.unreadable(entry.path, f"{field}: {rel}", exc) from None
             if not stat.S_ISREG(info.st_mode):
                 raise UploadRefused(
                     Problem(
-                        f"code: {rel}",
+                        f"{field}: {rel}",
                         f"{entry.path} is not a regular file (a pipe, socket or device)",
                         "list it in .crosstrainignore",
                     )
                 )
-            _check_name(rel, folder)
+            _check_name(rel, folder, field)
             count += 1
             if count > limits.max_files:
                 raise UploadRefused(
                     Problem(
-                        "code",
+                        field,
                         f"{folder} holds more than {limits.max_files:,} files to ship",
                         limits.fix,
                     )
@@ -451,7 +471,7 @@ def _walk(
             yield rel, entry.path, info
 
 
-def _check_name(name: str, folder: Path | None) -> None:
+def _check_name(name: str, folder: Path | None, field: str = "code") -> None:
     """Refuses a name that is not UTF-8 (a file's, relative to `folder`; or the folder's own, without one): the
     archive, the digest and every platform's upload spell names in UTF-8, so it could not be shipped as named."""
     try:
@@ -461,7 +481,7 @@ def _check_name(name: str, folder: Path | None) -> None:
         what = f"the file name {shown} in {folder}" if folder is not None else f"the folder name {shown}"
         raise UploadRefused(
             Problem(
-                f"code: {shown}" if folder is not None else "code",
+                f"{field}: {shown}" if folder is not None else field,
                 f"{what} is not UTF-8 (the bytes shown as \\xNN), which the archive and the platforms cannot carry",
                 "rename it with a UTF-8 name"
                 + (
@@ -638,8 +658,9 @@ def _by_path(file: CodeFile) -> str:
     return file.path
 
 
-def _hashed(rel: str, path: str, info: os.stat_result) -> CodeFile:
-    """The user's file at `path`: its digest, and its deflated size estimated from the same bytes."""
+def _hashed(rel: str, path: str, info: os.stat_result, *, prefix: str = USER_PREFIX, field: str = "code") -> CodeFile:
+    """The user's file at `path` (shipped as `prefix` + `rel`): its digest, and its deflated size estimated from
+    the same bytes."""
     digest = hashlib.sha256()
     head = b""
     read = 0
@@ -650,19 +671,24 @@ def _hashed(rel: str, path: str, info: os.stat_result) -> CodeFile:
                 digest.update(chunk)
                 read += len(chunk)
     except OSError as exc:
-        raise ignores.unreadable(path, f"code: {rel}", exc) from None
+        raise ignores.unreadable(path, f"{field}: {rel}", exc) from None
     if read != info.st_size:
         raise UploadRefused(
-            Problem("code", f"{path} changed while the code was packaged", "submit again once the folder is stable")
+            Problem(
+                field,
+                f"{path} changed while the {_packaged(field)} was packaged",
+                "submit again once the folder is stable",
+            )
         )
     return CodeFile(
-        f"{USER_PREFIX}{rel}",
+        f"{prefix}{rel}",
         info.st_size,
         digest.hexdigest(),
         bool(info.st_mode & stat.S_IXUSR),
         source=Path(path),
         stamp=(info.st_size, info.st_mtime_ns),
         deflated=_deflated(info.st_size, head),
+        field=field,
     )
 
 

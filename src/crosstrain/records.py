@@ -70,6 +70,9 @@ class Request:
     #: The local folder the calls upload, and its digest at render (not part of the fingerprint: the digest
     #: is, in the calls' destinations).
     code: CodeRef | None = None
+    #: The local folder the calls upload as an image's build context (Azure ML builds an environment from it), and
+    #: its digest at render; outside the fingerprint as `code` is (its digest is in the calls).
+    build_context: CodeRef | None = None
     #: Where a function job's rank 0 leaves what the function returned (`JobHandle.result` reads it there).
     result_at: str = ""
 
@@ -87,6 +90,7 @@ class Request:
             "calls": [c.to_dict() for c in self.calls],
             "notes": list(self.notes),
             **({"code": self.code.to_dict()} if self.code else {}),
+            **({"build_context": self.build_context.to_dict()} if self.build_context else {}),
             **({"result_at": self.result_at} if self.result_at else {}),
         }
 
@@ -104,6 +108,7 @@ class Request:
             notes=tuple(data.get("notes") or ()),
             fingerprint=str(data.get("fingerprint") or ""),
             code=_code_ref(data.get("code")),
+            build_context=_code_ref(data.get("build_context")),
             result_at=str(data.get("result_at") or ""),
         )
 

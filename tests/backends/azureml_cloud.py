@@ -79,6 +79,9 @@ CODE_CONTAINER = "azureml-blobstore-00000000-0000-0000-0000-000000000000"
 #: The workspace's artifact store, where the service writes each job's logs (the job's `default` output).
 ARTIFACT_STORE = "workspaceartifactstore"
 ARTIFACT_CONTAINER = "azureml"
+#: The workspace's default blob store, where azure-ai-ml uploads a Docker build context (its container is
+#: `AzureMLService.container`).
+BLOB_STORE = "workspaceblobstore"
 
 TERMINAL = ("Completed", "Failed", "Canceled", "NotResponding")
 #: The statuses of Azure ML's `JobStatus` (the ARM API's enum, as azure-ai-ml ships it).
@@ -107,9 +110,14 @@ class AzureMLService(LoopbackService):
         blob_endpoint: str | None = None,
         container: str = CODE_CONTAINER,
         logs: tuple[dict[str, str], ...] = (),
+        store_secret: str = "sas",
     ) -> None:
         super().__init__(slow_seconds=slow_seconds, late_seconds=late_seconds)
         self.statuses = statuses
+        #: What the default blob store gives for its secret: "sas" (a container SAS), "forbidden" (listSecrets is
+        #: refused with a 403: an identity without the right to read it), "identity" (a store that takes identities:
+        #: it has no secret).
+        self.store_secret = store_secret
         #: Azurite's account URL (`http://127.0.0.1:<port>/devstoreaccount1`): startPendingUpload hands out a
         #: container SAS there. Without one, startPendingUpload is refused.
         self.blob_endpoint = blob_endpoint
@@ -156,8 +164,9 @@ class AzureMLService(LoopbackService):
             return "environment"
         if _JOBS.match(call.path):
             return "list"
-        if _DATASTORE.match(call.path):
-            return "datastore"
+        datastore = _DATASTORE.match(call.path)
+        if datastore:
+            return "datastore-secrets" if datastore["secrets"] else "datastore"
         code = _CODES.match(call.path)
         if code:
             if code["pending"]:
@@ -181,7 +190,7 @@ class AzureMLService(LoopbackService):
             return Reply(200, {"value": [self._read(path) for path in self.jobs]})
         datastore = _DATASTORE.match(call.path)
         if datastore:
-            return self._datastore(datastore["name"], bool(datastore["secrets"]))
+            return self._datastore(call.path, datastore["name"], bool(datastore["secrets"]))
         if code and code["pending"] and call.method == "POST":
             return self._start_pending_upload()
         if code and not code["version"] and call.method == "GET":
@@ -239,14 +248,9 @@ class AzureMLService(LoopbackService):
             return self.error(400, "this fake workspace has no blob store (pass blob_endpoint)")
         from datetime import datetime, timedelta, timezone
 
-        from azure.core.exceptions import ResourceExistsError
-        from azure.storage.blob import BlobServiceClient, ContainerSasPermissions, generate_container_sas
+        from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 
-        account = BlobServiceClient(
-            self.blob_endpoint, credential={"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}
-        )
-        with suppress(ResourceExistsError):
-            account.create_container(self.container)
+        self._create_container(self.container)
         sas = generate_container_sas(
             AZURITE_ACCOUNT,
             self.container,
@@ -267,6 +271,12 @@ class AzureMLService(LoopbackService):
                 "pendingUploadType": "TemporaryBlobReference",
             },
         )
+
+    def _create_container(self, name: str) -> None:
+        from azure.core.exceptions import ResourceExistsError
+
+        with suppress(ResourceExistsError):
+            self._account().create_container(name)
 
     def _read(self, path: str, *, advance: bool = False) -> dict[str, Any]:
         stored: dict[str, Any] = json.loads(json.dumps(self.resources[path]))
@@ -310,24 +320,34 @@ class AzureMLService(LoopbackService):
                 blob.append_block(text.encode())
         self.logged[path] = done + len(steps)
 
-    def _datastore(self, name: str, secrets: bool) -> Reply:
-        """The workspace's artifact store (an Azure Blob datastore on Azurite), its secret a container SAS."""
-        if name != ARTIFACT_STORE or not self.blob_endpoint:
+    def _datastore(self, path: str, name: str, secrets: bool) -> Reply:
+        """The workspace's datastores on Azurite, each secret a container SAS: the artifact store (the jobs' logs,
+        read only) and the default blob store, `workspaceblobstore` (azure-ai-ml's uploads of a Docker build
+        context: read and write; its container is the one startPendingUpload hands out, as on Azure)."""
+        stores = {ARTIFACT_STORE: (ARTIFACT_CONTAINER, "rl"), BLOB_STORE: (self.container, "racwl")}
+        if name not in stores or not self.blob_endpoint:
             return self.error(404, f"datastore {name} not found")
+        container, permission = stores[name]
+        identity = name == BLOB_STORE and self.store_secret == "identity"
+        if secrets and name == BLOB_STORE and self.store_secret != "sas":
+            status = 403 if self.store_secret == "forbidden" else 400
+            return self.error(status, f"no secret of datastore {name} for this caller ({self.store_secret})")
         if secrets:
             from datetime import datetime, timedelta, timezone
 
-            from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+            from azure.storage.blob import generate_container_sas
 
+            if name == BLOB_STORE:
+                self._create_container(container)
             sas = generate_container_sas(
                 AZURITE_ACCOUNT,
-                ARTIFACT_CONTAINER,
+                container,
                 account_key=AZURITE_KEY,
-                permission=ContainerSasPermissions(read=True, list=True),
+                permission=permission,
                 expiry=datetime.now(timezone.utc) + timedelta(hours=1),
             )
             return Reply(200, {"secretsType": "Sas", "sasToken": sas})
-        ws = self.jobs[0].rsplit("/jobs/", 1)[0] if self.jobs else ""
+        ws = path.split("/datastores/", 1)[0]
         return Reply(
             200,
             {
@@ -337,11 +357,11 @@ class AzureMLService(LoopbackService):
                 "properties": {
                     "datastoreType": "AzureBlob",
                     "accountName": AZURITE_ACCOUNT,
-                    "containerName": ARTIFACT_CONTAINER,
+                    "containerName": container,
                     "endpoint": "core.windows.net",
                     "protocol": "https",
-                    "credentials": {"credentialsType": "Sas"},
-                    "isDefault": False,
+                    "credentials": {"credentialsType": "None" if identity else "Sas"},
+                    "isDefault": name == BLOB_STORE,
                 },
             },
         )

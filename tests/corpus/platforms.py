@@ -155,7 +155,8 @@ def shell_line(command: str) -> bool:
 def azureml_original(case: Case) -> dict[str, Any]:
     """What azure-ai-ml sends for the YAML: `load_job(path)` (the CLI's `az ml job create -f` reads it the same
     way), or for an SDK call (sdk-call.yaml) `azure.ai.ml.command(**arguments)`; then the command job's REST
-    object, `JobBase.properties`."""
+    object, `JobBase.properties`; an inline environment (an image, or a build context), which the SDK registers
+    as an anonymous environment first, is named by that version and its body added as `environment`."""
     from azure.ai.ml import load_job
     from azure.ai.ml.entities import Environment
 
@@ -165,10 +166,17 @@ def azureml_original(case: Case) -> dict[str, Any]:
         job = node._to_job() if hasattr(node, "_to_job") else node
         environment = job.environment
         props: dict[str, Any] = job._to_rest_object().as_dict()["properties"]
+        registered = environment._to_rest_object().as_dict() if isinstance(environment, Environment) else None
     finally:
         logging.disable(logging.NOTSET)
-    if isinstance(environment, Environment):  # an inline image: registered as an anonymous environment
+    if isinstance(environment, Environment):  # inline: registered as an anonymous environment first
         props["environmentId"] = f"CliV2AnonymousEnvironment:{environment.version}"
+        assert registered is not None
+        props["environment"] = registered["properties"]
+        if environment.path is not None and environment.build is not None:  # a local build context
+            # where the SDK's upload puts it, and what `build.contextUri` then names (the container URL aside)
+            uploaded = f"{AZURE_LOCAL_UPLOAD}/{environment._upload_hash}/{Path(environment.path).name}/"
+            props["environment"]["build"]["contextUri"] = uploaded
     return props
 
 
@@ -202,8 +210,23 @@ def azureml_command(command: str, *, unwrap: bool) -> str | list[str]:
     return shlex.split(command)
 
 
+#: Where azure-ai-ml uploads a local artifact in the blob store: `LocalUpload/<object hash>/<folder name>`.
+AZURE_LOCAL_UPLOAD = "LocalUpload"
+
+
 def azureml_crosstrain(request: Request) -> dict[str, Any]:
-    props: dict[str, Any] = request.create.body["properties"]
+    """The job PUT's properties, and the body of the anonymous environment the request registers for it (as
+    `environment`), a build context's `contextUri` without the container URL that submit fills in."""
+    from crosstrain.backends.azureml.settings import ARM, STORE_CONTAINER
+
+    props: dict[str, Any] = copy.deepcopy(request.create.body["properties"])
+    registers = {c.url.split("?")[0].removeprefix(ARM): c.body for c in request.calls[:-1] if c.method == "PUT"}
+    environment = registers.get(str(props.get("environmentId")))
+    if environment is not None:
+        props["environment"] = copy.deepcopy(environment["properties"])
+        build = props["environment"].get("build") or {}
+        if "contextUri" in build:
+            build["contextUri"] = build["contextUri"].removeprefix(f"{STORE_CONTAINER}/")
     return props
 
 
@@ -217,7 +240,10 @@ def azureml_normalize(props: dict[str, Any], crosstrain: bool) -> dict[str, Any]
     - `codeId` becomes whether code is shipped: the asset's name is the content hash on one side and the SDK's
       local folder on the other, and the bundle's content is the same folder;
     - `computeId` and `environmentId` are compared by name: the SDK resolves `azureml:NAME` to the workspace's
-      ARM id at submit, crosstrain writes that id at render;
+      ARM id at submit, crosstrain writes that id at render; an anonymous environment's body (`environment`) is
+      compared too, a build context's `contextUri` as the folder the upload makes in the blob store
+      (`LocalUpload/<object hash>/<folder name>/`): the SDK's names the local folder until it uploads it there,
+      and the container's URL before it is what submit learns from the blob store;
     - crosstrain's fingerprint property is its identity; `resources.instanceCount: 1` is Azure's default;
       a PyTorch distribution of one process on one instance is no distribution (the command runs once; Azure
       only adds RANK=0, WORLD_SIZE=1 and MASTER_ADDR for a world of one); empty maps are not sent (prune)."""

@@ -198,24 +198,50 @@ def upload_blobs(
     time; then `metadata` on the first blob (azure-ai-ml's indicator: its `upload_status: completed`).
     Errors come back as crosstrain's: a retry uploads everything again (overwrite: the same names, the same
     bytes)."""
-    from concurrent.futures import ThreadPoolExecutor
 
     storage = require("azure.storage.blob", EXTRA)
     container = storage.ContainerClient.from_container_url(
         container_sas_url, connection_timeout=timeout, read_timeout=timeout, retry_total=0
     )
+    with container:
+        upload_blobs_to(container, blobs, metadata=metadata, what=what, workers=workers)
+
+
+def upload_blobs_to(
+    container: Any,
+    blobs: list[tuple[str, Callable[[], bytes]]],
+    *,
+    metadata: dict[str, str],
+    what: str,
+    workers: int = 8,
+) -> None:
+    """`upload_blobs` to a `ContainerClient` (`blob_container`: a datastore's account, with its secret), which
+    the caller closes."""
+    from concurrent.futures import ThreadPoolExecutor
 
     def put(blob: tuple[str, Callable[[], bytes]]) -> None:
         name, read = blob
         data = read()
         container.upload_blob(name, data, overwrite=True, validate_content=bool(data))
 
-    with container:
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(blobs)))) as pool:
-            call(lambda: list(pool.map(put, blobs)), what)
-        if blobs:
-            first = blobs[0][0]
-            call(lambda: container.get_blob_client(first).set_blob_metadata(metadata), what)
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(blobs)))) as pool:
+        call(lambda: list(pool.map(put, blobs)), what)
+    if blobs:
+        first = blobs[0][0]
+        call(lambda: container.get_blob_client(first).set_blob_metadata(metadata), what)
+
+
+def blob_metadata(container: Any, name: str, what: str) -> dict[str, str] | None:
+    """The metadata of blob `name` (azure-ai-ml's `check_blob_exists` reads its upload indicator so); None where
+    there is no such blob."""
+    exceptions = require("azure.core.exceptions", EXTRA)
+    try:
+        properties = call(lambda: container.get_blob_client(name).get_blob_properties(), what)
+    except SubmitError as error:
+        if isinstance(error.__cause__, exceptions.ResourceNotFoundError):
+            return None
+        raise
+    return dict(properties.metadata or {})
 
 
 def blob_container(

@@ -72,6 +72,9 @@ class Emulation:
     reduction_server: bool = False
     #: Raises `MissingDependency` when this machine lacks what the emulation runs on (a local Spark).
     requirements: Callable[[], None] | None = None
+    #: The target's settings that give the job an environment of their own making (Azure ML's `build`): a job
+    #: that sets one is rendered without the placeholder image that stands in for a job's missing one.
+    environment_settings: tuple[str, ...] = ()
 
 
 def ranks(node: int, nproc: int) -> list[int]:

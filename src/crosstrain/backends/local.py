@@ -372,10 +372,12 @@ class LocalBackend(Backend[LocalSettings, None]):
             )
         if variant:
             job = job.model_copy(update={"launch": job.launch.model_copy(update=variant)})
-        # No image is pulled here, but the platform wants one named (unless the job asks for its runtime).
-        if not job.image and not job.primary.image and job.environment is None:
-            job = job.model_copy(update={"image": PLACEHOLDER_IMAGE})
         section = {**emulation.placeholder_settings, **job.targets.get(target, {})}
+        # No image is pulled here, but the platform wants one named (unless the job asks for its runtime, or for
+        # an environment the platform makes from a setting of its own).
+        made = any(section.get(key) for key in emulation.environment_settings)
+        if not job.image and not job.primary.image and job.environment is None and not made:
+            job = job.model_copy(update={"image": PLACEHOLDER_IMAGE})
         job = job.model_copy(update={"targets": {**job.targets, target: section}})
         if emulation.sets_processes_per_node:
             # The platform refuses what it would refuse, machines and its catalog included; then the machines

@@ -6,11 +6,11 @@ import functools
 import json
 import re
 import shlex
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from crosstrain import data, packaging, secrets
+from crosstrain import data, folders, packaging, secrets
 from crosstrain.adaptors import azure
 from crosstrain.backends.azureml.cli_yaml import _CLI_FIELDS, cli_yaml
 from crosstrain.backends.azureml.emulate import EMULATION
@@ -27,6 +27,7 @@ from crosstrain.backends.azureml.settings import (
     _PRIORITY,
     _SEGMENT,
     AML_IGNORE_FILES,
+    ANONYMOUS_ENVIRONMENT,
     API_VERSION,
     ARM,
     BLOB_CONTAINER,
@@ -34,17 +35,24 @@ from crosstrain.backends.azureml.settings import (
     FINGERPRINT_PROPERTY,
     SAS_CONTAINER,
     STATE_MAP,
+    STORE_CONTAINER,
     AzureMLSettings,
 )
 from crosstrain.backends.azureml.wire import (
+    _build_calls,
+    _BuildCalls,
     _code_calls,
     _CodeCalls,
     _data_bindings,
     _is_blob_upload,
+    _is_context_upload,
     _job_url,
     _send,
+    build_context_hash,
+    build_environment_version,
     code_asset_name,
     code_content_hash,
+    context_folder,
     data_problem,
     fingerprint_of_job,
     iso_duration,
@@ -66,6 +74,8 @@ from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.uploads import UploadRefused
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -212,6 +222,11 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                     purpose="register the image as an anonymous environment (as azure-ai-ml does); idempotent",
                 )
             )
+        if plan.build is not None:
+            build = plan.build
+            calls += _build_calls(
+                build.folder, build.upload_hash, build.dockerfile_path, environment_id, workspace, headers
+            )
         bundle = packaging.for_job(job, ignore_files=AML_IGNORE_FILES)
         code_id = None
         if bundle is not None:
@@ -313,6 +328,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             settings.model_dump(mode="json"),
             tuple(notes),
             code=bundle.ref if bundle is not None else None,
+            build_context=plan.build.folder.ref if plan.build is not None else None,
         )
 
     def format(self, request: Request, fmt: str) -> str:
@@ -354,12 +370,22 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         return [Place("handle.ref.url", ref["url"])] if "url" in ref else []
 
     def credential_free(self, request: Request, call: HttpCall) -> bool:
-        return _is_blob_upload(call)  # sent with startPendingUpload's SAS only, never the ARM token
+        # sent with startPendingUpload's SAS, or the blob store's secret: never the ARM token
+        return _is_blob_upload(call) or _is_context_upload(call)
 
     def upload_problems(self, request: Request) -> list[Problem]:
+        problems = []
         if request.code is None and any(_is_blob_upload(call) for call in request.calls):
-            return [Problem("request.code", "the request uploads code but names no folder", "render it again")]
-        return []
+            problems.append(Problem("request.code", "the request uploads code but names no folder", "render it again"))
+        if request.build_context is None and any(_is_context_upload(call) for call in request.calls):
+            problems.append(
+                Problem(
+                    "request.build_context",
+                    "the request uploads a build context but names no folder",
+                    "render it again",
+                )
+            )
+        return problems
 
     # -- submit (sends) ------------------------------------------------------------------------------------
     def _client(self, ref: Mapping[str, Any]) -> Any:
@@ -404,8 +430,12 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                         create.headers,
                         create.purpose,
                     )
+            build = _BuildCalls.of(request)
+            if build is not None:
+                self._ship_build(pipeline, build)
+            shipped = (*(code.all if code else ()), *(build.all if build else ()))
             for call in request.calls[:-1]:
-                if call.method != "GET" and (code is None or call not in code.all):
+                if call.method != "GET" and call not in shipped:
                     # the content-addressed environment PUT: repeating it changes nothing
                     self.retry.poll(functools.partial(_send, pipeline, call))
 
@@ -479,6 +509,73 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         register = HttpCall(code.register.method, code.register.url, body, code.register.headers)
         self.retry.poll(functools.partial(_send, pipeline, register))
         return code.id
+
+    def _ship_build(self, pipeline: Any, build: _BuildCalls) -> None:
+        """The environment built from a context, made the way azure-ai-ml makes it: the folder uploaded to the
+        workspace's default blob store (unless its first blob says an upload completed there, by crosstrain or
+        azure-ai-ml), with the store's secret (or, where the store takes identities or the secret is refused, the
+        Azure credential), then the anonymous environment registered with the container URL filled in."""
+        field = "targets.azureml.build.path"
+        folder = folders.check_folder_unchanged(build.folder, field=field, noun="build context")
+        upload_hash = build_context_hash(folder)
+        prefix = context_folder(folder, upload_hash)
+        properties = (build.register.body or {}).get("properties") or {}
+        dockerfile = (properties.get("build") or {}).get("dockerfilePath")
+        version = build_environment_version(upload_hash, dockerfile)
+        if (
+            build.upload.url != f"{STORE_CONTAINER}/{prefix}/"
+            or urlsplit(build.register.url).path.rsplit("/", 1)[-1] != version
+        ):
+            raise SubmitError(
+                f"the request's build context calls do not name the content of {folder.folder} (object hash "
+                f"{upload_hash}); render the request again"
+            )
+        found = self.retry.poll(lambda: _send(pipeline, build.store))
+        assert found is not None
+        store = found[1].get("properties") or {}
+        kind = str(store.get("datastoreType") or "")
+        account, container = str(store.get("accountName") or ""), str(store.get("containerName") or "")
+        if kind != "AzureBlob" or not account or not container:
+            raise SubmitError(
+                f"{build.store.url.split('?')[0]}: the workspace's default blob store is {kind or 'of no kind'}, "
+                "not an Azure Blob container with an account: azure-ai-ml uploads a build context there"
+            )
+        account_url = (
+            f"{store.get('protocol') or 'https'}://{account}.blob.{store.get('endpoint') or 'core.windows.net'}"
+        )
+        credential: Any = None
+        if str((store.get("credentials") or {}).get("credentialsType") or "") != "None":
+            secrets = self.retry.poll(lambda: _send(pipeline, build.secrets, forbidden_ok=True))
+            answer = secrets[1] if secrets is not None else {}
+            if answer.get("sasToken"):
+                credential = str(answer["sasToken"])
+            elif answer.get("key"):
+                credential = {"account_name": account, "account_key": str(answer["key"])}
+        if credential is None:  # an identity-based store, or its secret refused: the Azure credential, as the SDK
+            credential = self.credential or azure.default_credential()
+
+        def on_store(act: Callable[[Any], T]) -> T:
+            client = azure.blob_container(
+                account_url, container, credential, transport=self.storage_transport, timeout=self.retry.call_timeout
+            )
+            try:
+                return act(client)
+            finally:
+                if self.storage_transport is None:  # its own transport; one passed in is the caller's to close
+                    client.close()
+
+        blobs = [(f"{prefix}/{f.path}", f.read) for f in folder.files]
+        what = f"upload {packaging.counted(len(blobs), 'file')} of {folder.folder} to the workspace's blob store"
+        indicator = blobs[0][0]
+        metadata = self.retry.poll(lambda: on_store(lambda client: azure.blob_metadata(client, indicator, what)))
+        if (metadata or {}).get("upload_status") != "completed":
+            done = {"upload_status": "completed", "name": ANONYMOUS_ENVIRONMENT, "version": version}
+            self.retry.poll(
+                lambda: on_store(lambda client: azure.upload_blobs_to(client, blobs, metadata=done, what=what))
+            )
+        body = json.loads(json.dumps(build.register.body).replace(STORE_CONTAINER, f"{account_url}/{container}"))
+        register = HttpCall(build.register.method, build.register.url, body, build.register.headers)
+        self.retry.poll(functools.partial(_send, pipeline, register))
 
     def status(self, handle: JobHandle) -> JobStatus:
         self.check_handle(handle)

@@ -28,15 +28,22 @@ _CLI_FIELDS = frozenset(
 def cli_yaml(request: Request) -> dict[str, Any]:
     """The rendered job as Azure ML CLI v2 YAML (`az ml job create -f`), derived from the request itself."""
     props = request.create.body["properties"]
-    images = {
+    registers = {
         c.url.split("?")[0].removeprefix(ARM): c.body["properties"]
         for c in request.calls[:-1]
-        if c.method == "PUT" and "image" in ((c.body or {}).get("properties") or {})
+        if c.method == "PUT" and {"image", "build"} & set((c.body or {}).get("properties") or {})
     }
     env_id = props["environmentId"]
-    if env_id in images:
-        registered = images[env_id]
-        environment: Any = {"image": registered["image"]}
+    environment: Any
+    if env_id in registers and "build" in registers[env_id] and request.build_context is not None:
+        # the local folder, which `az ml job create` uploads and registers as this same anonymous environment
+        build = registers[env_id]["build"]
+        environment = {"build": {"path": request.build_context.folder}}
+        if build.get("dockerfilePath"):
+            environment["build"]["dockerfile_path"] = build["dockerfilePath"]
+    elif env_id in registers and "image" in registers[env_id]:
+        registered = registers[env_id]
+        environment = {"image": registered["image"]}
         if "condaFile" in registered:  # the az CLI takes the conda file inline as well as by path
             import yaml
 

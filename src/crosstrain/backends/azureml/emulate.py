@@ -57,4 +57,5 @@ EMULATION = Emulation(
         "compute": "local-emulation",
     },
     nodes=nodes,
+    environment_settings=("build",),  # the image Azure ML builds from a Docker build context
 )

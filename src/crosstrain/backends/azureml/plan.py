@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crosstrain import catalog, secrets, untrusted, uploads
+from crosstrain import catalog, folders, packaging, secrets, untrusted, uploads
 from crosstrain.backends.azureml.settings import (
     _GUID,
+    AML_IGNORE_FILES,
     ANONYMOUS_ENVIRONMENT,
     RUNTIMES,
     AzureMLSettings,
@@ -17,6 +19,8 @@ from crosstrain.backends.azureml.settings import (
 )
 from crosstrain.backends.azureml.wire import (
     anonymous_environment_version,
+    build_context_hash,
+    build_environment_version,
     environment_reference,
     workspace_path,
 )
@@ -28,6 +32,19 @@ if TYPE_CHECKING:
 
 
 # -- the plan: what the job means on Azure ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Build:
+    """A Docker build context Azure ML builds the job's environment from (targets.azureml.build)."""
+
+    folder: folders.Folder
+    #: azure-ai-ml's object hash of the folder: it names the folder's place in the blob store, and the
+    #: environment's version is its digest.
+    upload_hash: str
+    #: `build.dockerfilePath` as sent: None where the folder's `Dockerfile` is meant (the service's default).
+    dockerfile_path: str | None
+    version: str
+
+
 @dataclass(frozen=True)
 class Plan:
     nodes: int
@@ -45,6 +62,8 @@ class Plan:
     environment_note: str | None
     #: The conda file Azure ML builds on that image, as azure-ai-ml sends it (YAML, keys sorted); None: none.
     conda: str | None = None
+    #: The build context Azure ML builds the environment from (its anonymous environment is `environment_id`).
+    build: Build | None = None
 
 
 def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, list[Problem]]:
@@ -133,13 +152,14 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
                 "torchrun the node count, node rank and rendezvous), or drop torchrun from the command",
             )
         )
-    if not pool.image and not settings.environment and not job.environment:
+    if not pool.image and not settings.environment and not job.environment and settings.build is None:
         problems.append(
             Problem(
                 "image",
                 "Azure ML needs an environment for the job",
-                "set `environment: pytorch` (a curated environment), `image`, or an environment in "
-                "targets.azureml.environment (azureml:<name>:<version> or azureml:<name>@latest)",
+                "set `environment: pytorch` (a curated environment), `image`, an environment in "
+                "targets.azureml.environment (azureml:<name>:<version> or azureml:<name>@latest), or a folder with a "
+                "Dockerfile for Azure ML to build in targets.azureml.build",
             )
         )
     if settings.environment and environment_reference(settings.environment, "") is None:
@@ -153,6 +173,8 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
         )
     conda, conda_problems = _conda(job, settings, pool.image)
     problems += conda_problems
+    build, build_problems = _build(job, settings)
+    problems += build_problems
     picked: str | Problem | None = None
     if job.environment and not settings.environment:
         picked = RUNTIMES.pick(job.environment, gpu=bool(machine.gpu_count) or not machine.machine_type)
@@ -184,6 +206,9 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
         environment_id, note = named, None
         if pool.image:
             note = f"image {pool.image} is not used: targets.azureml.environment names the environment"
+    elif build is not None:
+        environment_id = f"{workspace}/environments/{ANONYMOUS_ENVIRONMENT}/versions/{build.version}"
+        note = f"Azure ML builds the environment from {build.folder.describe()} once per content"
     elif isinstance(picked, str):
         environment_id = picked
         note = f"environment {job.environment} is Azure ML's curated {picked} (the service resolves @latest)"
@@ -209,6 +234,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
         registers_image=registers_image,
         environment_note=note,
         conda=conda,
+        build=build,
     )
     return plan, []
 
@@ -373,7 +399,7 @@ _CONDA_LIMIT = uploads.SizeLimit(1 << 20, "a conda file is sent inline in the en
 def _conda(job: TrainingJob, settings: AzureMLSettings, image: str | None) -> tuple[str | None, list[Problem]]:
     """targets.azureml.conda_file as azure-ai-ml sends it (loaded, then dumped with sorted keys), read under the
     job's folder; refused where there is no image to build it on, or an environment is named instead."""
-    if settings.conda_file is None:
+    if settings.conda_file is None or settings.build is not None:  # with a build context: refused by `_build`
         return None, []
     field = "targets.azureml.conda_file"
     if settings.environment or job.environment or not image:
@@ -395,3 +421,79 @@ def _conda(job: TrainingJob, settings: AzureMLSettings, image: str | None) -> tu
     import yaml  # the conda file's form is PyYAML's dump, as the SDK's
 
     return yaml.dump(loaded, sort_keys=True), []
+
+
+#: A build context is read as code is, within the same bounds (`packaging.Limits`).
+_BUILD_LIMITS = packaging.Limits(
+    description="crosstrain uploads at most 2 GiB as a build context",
+    fix="leave data, checkpoints and environments out of the folder (list them in its .amlignore): the image needs "
+    "only what its Dockerfile copies",
+)
+
+
+def _build(job: TrainingJob, settings: AzureMLSettings) -> tuple[Build | None, list[Problem]]:
+    """targets.azureml.build: the folder read as it will be uploaded, and refused where the job names an
+    environment of its own or the folder holds no Dockerfile."""
+    build = settings.build
+    if build is None:
+        return None, []
+    field = "targets.azureml.build"
+    named = [
+        what
+        for what, present in (
+            ("`image`", any(pool.image for pool in job.pools())),
+            ("`environment`", bool(job.environment)),
+            ("targets.azureml.environment", bool(settings.environment)),
+            ("targets.azureml.conda_file", bool(settings.conda_file)),
+        )
+        if present
+    ]
+    if named:
+        return None, [
+            Problem(
+                field,
+                f"Azure ML builds the job's environment from the build context, whose Dockerfile names the base "
+                f"image (FROM), and the job names {' and '.join(named)} too: an Azure ML environment is an image "
+                "(with a conda file) or a build context, never both, so the two would disagree on what the job runs in",
+                f"remove {' and '.join(named)} and write what it adds into the Dockerfile (`FROM <image>`, "
+                "`RUN conda env update -f conda.yml`), or remove targets.azureml.build",
+            )
+        ]
+    try:
+        folder = folders.folder(
+            build.path,
+            job.base_dir,
+            field=f"{field}.path",
+            noun="build context",
+            ignore_files=AML_IGNORE_FILES,
+            limits=_BUILD_LIMITS,
+            job_file=job.job_file,
+        )
+    except uploads.UploadRefused as refused:
+        return None, list(refused.problems)
+    dockerfile = build.dockerfile_path or "Dockerfile"
+    at = f"{field}.dockerfile_path" if build.dockerfile_path else f"{field}.path"
+    normal = posixpath.normpath(dockerfile)
+    if dockerfile.startswith("/") or "\\" in dockerfile or normal == ".." or normal.startswith("../"):
+        return None, [
+            Problem(
+                at,
+                f"{dockerfile} is not a path under the build context {folder.folder}; Azure ML reads the Dockerfile "
+                "from the uploaded folder",
+                "name the Dockerfile by its path under the folder, with '/' (e.g. docker/Dockerfile)",
+            )
+        ]
+    if normal not in {f.path for f in folder.files}:
+        return None, [
+            Problem(
+                at,
+                f"{folder.folder} holds no {dockerfile} to upload (or an ignore file leaves it out); Azure ML "
+                "builds the image from it",
+                "add the Dockerfile to the folder"
+                + ("" if build.dockerfile_path else ", or name it with targets.azureml.build.dockerfile_path"),
+            )
+        ]
+    upload_hash = build_context_hash(folder)
+    return Build(
+        folder, upload_hash, build.dockerfile_path, build_environment_version(upload_hash, build.dockerfile_path)
+    ), []

@@ -46,6 +46,19 @@ SAS_CONTAINER = "{sasUri}"
 #: What the code version's `codeUri` starts with: the container URL of the same answer (`blobUri`).
 BLOB_CONTAINER = "{blobUri}"
 
+# -- Docker build contexts: what `create_or_update` does for `Environment(build=BuildContext(path=DIR))`
+# (azure-ai-ml 1.35.2, _artifacts/_artifact_utilities.py `_check_and_upload_env_build_context`,
+# `upload_artifact`, `get_datastore_info`; _utils/_asset_utils.py `get_object_hash`; verified against Azurite) --
+#: The datastore azure-ai-ml uploads a build context to: the workspace's default blob store.
+BLOB_STORE = "workspaceblobstore"
+#: The api-version of its datastore calls (the GET, listSecrets).
+DATASTORE_API_VERSION = "2024-10-01-preview"
+#: The folder of the blob store the SDK uploads local artifacts under, then the folder's object hash, then its name.
+LOCAL_UPLOAD = "LocalUpload"
+#: What the build context's blob URLs and `contextUri` start with: the container URL of the blob store, which its
+#: GET answers with (`https://<accountName>.blob.<endpoint>/<containerName>`), filled in by submit.
+STORE_CONTAINER = "{workspaceblobstore}"
+
 # -- platform-managed environments ------------------------------------------------------------------------
 #: `environment: pytorch[:X.Y]` on Azure ML: curated environments, passed with the `@latest` label the way the
 #: docs and azure-ai-ml pass them (the service resolves the label). The CPU flavour is the same environment:
@@ -180,6 +193,22 @@ V1Distribution = Annotated[
 ]
 
 
+class BuildContext(BaseModel):
+    """`targets.azureml.build`: a Docker build context, as the CLI's `environment: {build: {path: ...}}`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(
+        description="The folder (relative to the job file's folder) with the Dockerfile and what it copies; "
+        "uploaded as it is, less what git's rules, .amlignore and .crosstrainignore leave out."
+    )
+    dockerfile_path: str | None = Field(
+        None,
+        description="The Dockerfile, relative to the folder. Default: the folder's `Dockerfile` (Azure ML's "
+        "default; it is then not sent, as azure-ai-ml does not send it).",
+    )
+
+
 class AzureMLSettings(TargetSettings):
     subscription_id: str = setting(description="Azure subscription id.", env=("AZURE_SUBSCRIPTION_ID",))
     resource_group: str = setting(
@@ -212,6 +241,14 @@ class AzureMLSettings(TargetSettings):
         description="A conda environment file (relative to the job file's folder) that Azure ML builds on the "
         "job's `image` as the job's environment, as `Environment(image=..., conda_file=...)` does: registered as an "
         "anonymous environment, its version the digest of the image and the file, so the service builds it once.",
+    )
+    build: BuildContext | None = Field(
+        None,
+        description="A Docker build context Azure ML builds the job's environment from, as "
+        "`Environment(build=BuildContext(path=...))` does: `{path: FOLDER, dockerfile_path: Dockerfile}`. The folder "
+        "is uploaded to the workspace's blob store and registered as an anonymous environment, its version the "
+        "digest of the folder's content, so the service builds each content once. The Dockerfile's FROM names the "
+        "base image: the job names no `image`, `environment` or conda_file.",
     )
     shm_size: str | None = Field(
         None,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crosstrain import data, packaging
+from crosstrain import data, folders, packaging
 from crosstrain.adaptors import azure
 from crosstrain.adaptors.http import unreadable
 from crosstrain.backends.azureml.settings import (
@@ -19,10 +19,15 @@ from crosstrain.backends.azureml.settings import (
     API_VERSION,
     ARM,
     BLOB_CONTAINER,
+    BLOB_STORE,
     CODE_API_VERSION,
     CODE_HASH_VERSION,
+    DATASTORE_API_VERSION,
+    ENVIRONMENT_API_VERSION,
     FINGERPRINT_PROPERTY,
+    LOCAL_UPLOAD,
     SAS_CONTAINER,
+    STORE_CONTAINER,
     AzureMLSettings,
 )
 from crosstrain.errors import Problem, SubmitError
@@ -97,6 +102,66 @@ def anonymous_environment_version(image: str, conda: str | None = None) -> str:
     if conda:
         text = text.join(sha(conda))
     return sha(text)
+
+
+def build_context_hash(folder: folders.Folder) -> str:
+    """azure-ai-ml's `get_object_hash` of a build context: sha256, seeded with its "Initialize for october 2021
+    AML CLI version", over the folder's tree depth first, each folder's entries in the order of their lower-cased
+    names: an entry's name, then a file's bytes or a folder's own entries. The blob folder the context is
+    uploaded to is named by it, and the environment's version is its digest. Memoised by the files' digests."""
+    key = (
+        tuple((f.path, f.size, f.sha256) for f in folder.files),
+        folder.dirs,
+    )
+    cached = _OBJECT_HASHES.get(key)
+    if cached is not None:
+        return cached
+    entries: dict[str, list[tuple[str, packaging.CodeFile | None]]] = {"": []}
+    for rel in folder.dirs:
+        parent, _, name = rel.rpartition("/")
+        entries.setdefault(parent, []).append((name, None))
+        entries.setdefault(rel, [])
+    for file in folder.files:
+        parent, _, name = file.path.rpartition("/")
+        entries.setdefault(parent, []).append((name, file))
+    digest = hashlib.sha256(b"Initialize for october 2021 AML CLI version")
+
+    def walk(rel: str) -> None:
+        for name, file in sorted(entries.get(rel, []), key=lambda entry: (entry[0].lower(), entry[0])):
+            digest.update(name.encode())
+            if file is not None:
+                digest.update(file.read())
+            else:
+                walk(f"{rel}/{name}" if rel else name)
+
+    walk("")
+    if len(_OBJECT_HASHES) > 16:
+        _OBJECT_HASHES.clear()
+    _OBJECT_HASHES[key] = digest.hexdigest()
+    return _OBJECT_HASHES[key]
+
+
+_OBJECT_HASHES: dict[tuple[Any, ...], str] = {}
+
+
+def build_environment_version(upload_hash: str, dockerfile_path: str | None = None) -> str:
+    """The version azure-ai-ml gives an anonymous environment built from a context (`source="build"`): the sha256
+    of the digest of the context's object hash, `str.join`ed with the Dockerfile path's digest where one is
+    given (sic, as for an image's conda file)."""
+
+    def sha(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    text = sha(upload_hash)
+    if dockerfile_path:
+        text = text.join(sha(dockerfile_path))
+    return sha(text)
+
+
+def context_folder(folder: folders.Folder, upload_hash: str) -> str:
+    """Where in the blob store a build context goes, as azure-ai-ml uploads it: `LocalUpload/<object hash>/<the
+    folder's name>`."""
+    return f"{LOCAL_UPLOAD}/{upload_hash}/{folder.folder.name}"
 
 
 def iso_duration(seconds: int) -> str:
@@ -174,6 +239,64 @@ def _code_calls(bundle: packaging.Bundle, workspace: str, headers: dict[str, str
         ),
     ]
     return code_id, calls
+
+
+def _build_calls(
+    folder: folders.Folder,
+    upload_hash: str,
+    dockerfile_path: str | None,
+    environment_id: str,
+    workspace: str,
+    headers: dict[str, str],
+) -> list[HttpCall]:
+    """The calls that make an environment from a build context, in azure-ai-ml's order: read the default blob
+    store and its secret, upload the folder there, register the anonymous environment that points at it."""
+    store = f"{ARM}{workspace}/datastores/{BLOB_STORE}"
+    prefix = context_folder(folder, upload_hash)
+    blobs = [{"name": f"{prefix}/{f.path}", "size": f.size, "sha256": f.sha256} for f in folder.files]
+    build = {
+        "contextUri": f"{STORE_CONTAINER}/{prefix}/",
+        **({"dockerfilePath": dockerfile_path} if dockerfile_path else {}),
+    }
+    return [
+        HttpCall(
+            "GET",
+            f"{store}?api-version={DATASTORE_API_VERSION}",
+            purpose=f"read the workspace's default blob store: the account and container a build context is "
+            f"uploaded to ({STORE_CONTAINER} below), and the kind of credential it takes",
+        ),
+        HttpCall(
+            "POST",
+            f"{store}/listSecrets?api-version={DATASTORE_API_VERSION}",
+            {"expirableSecret": True, "expireAfterHours": 1},
+            headers,
+            purpose="ask for the store's secret to upload with (a SAS token or the account key); not sent where the "
+            "store takes identities, and on a 403 the upload goes with the Azure credential, as azure-ai-ml does",
+        ),
+        HttpCall(
+            "PUT",
+            f"{STORE_CONTAINER}/{prefix}/",
+            {
+                "description": f"{len(blobs)} blob PUTs (azure-storage-blob, with the store's secret, not the ARM "
+                "token), one per file of the folder, under this prefix; the first one carries azure-ai-ml's "
+                "upload_status metadata. Skipped when that blob already carries it (uploaded before, by crosstrain or "
+                "azure-ai-ml)",
+                "hash": upload_hash,
+                "bytes": folder.size,
+                "blobs": blobs,
+            },
+            purpose=f"upload the build context: the URL starts with {STORE_CONTAINER}, the container of the blob store "
+            "read above (filled in at submit)",
+        ),
+        HttpCall(
+            "PUT",
+            f"{ARM}{environment_id}?api-version={ENVIRONMENT_API_VERSION}",
+            {"properties": {"build": build, "isAnonymous": True, "isArchived": False}},
+            headers,
+            purpose=f"register the uploaded folder as an anonymous environment that Azure ML builds (as azure-ai-ml "
+            f"does; {STORE_CONTAINER} is filled in at submit); idempotent",
+        ),
+    ]
 
 
 #: The job input and output types of `type:` (azure-ai-ml's AssetTypes).
@@ -259,12 +382,15 @@ def studio_url(settings: Mapping[str, Any], name: str) -> str:
     return f"https://ml.azure.com/runs/{name}?wsid={wsid}"
 
 
-def _send(pipeline: Any, call: HttpCall, *, missing_ok: bool = False) -> tuple[int, dict[str, Any]] | None:
-    """One rendered call, unchanged, through the MLClient's pipeline; None for a 404 if `missing_ok`."""
+def _send(
+    pipeline: Any, call: HttpCall, *, missing_ok: bool = False, forbidden_ok: bool = False
+) -> tuple[int, dict[str, Any]] | None:
+    """One rendered call, unchanged, through the MLClient's pipeline; None for a 404 if `missing_ok`, for a 403
+    if `forbidden_ok`."""
     what = f"{call.method} {call.url.split('?')[0]}"
     http = azure.http_request(call.method, call.url, call.body, dict(call.headers))
     response = azure.call(lambda: pipeline.send_request(http), what)
-    if response.status_code == 404 and missing_ok:
+    if (response.status_code == 404 and missing_ok) or (response.status_code == 403 and forbidden_ok):
         return None
     azure.raise_for_status(response, what)
     if response.status_code in (202, 204) and not response.content:  # accepted, with nothing to say
@@ -279,7 +405,13 @@ def _send(pipeline: Any, call: HttpCall, *, missing_ok: bool = False) -> tuple[i
 
 
 def _is_blob_upload(call: HttpCall) -> bool:
+    """The code upload (with startPendingUpload's SAS)."""
     return call.url.startswith(SAS_CONTAINER)
+
+
+def _is_context_upload(call: HttpCall) -> bool:
+    """The build context upload (with the blob store's secret)."""
+    return call.url.startswith(STORE_CONTAINER)
 
 
 @dataclass(frozen=True)
@@ -310,6 +442,36 @@ class _CodeCalls:
             raise SubmitError("the request's code calls are not in the order render makes them; render it again")
         code_id = str(request.create.body["properties"].get("codeId") or "")
         return cls(calls[i - 2], calls[i - 1], calls[i], calls[i + 1], code_id, request.code)
+
+
+@dataclass(frozen=True)
+class _BuildCalls:
+    """The rendered build-context calls of a request (see `_build_calls`)."""
+
+    store: HttpCall
+    secrets: HttpCall
+    upload: HttpCall
+    register: HttpCall
+    folder: packaging.CodeRef
+
+    @property
+    def all(self) -> tuple[HttpCall, ...]:
+        return (self.store, self.secrets, self.upload, self.register)
+
+    @classmethod
+    def of(cls, request: Request) -> _BuildCalls | None:
+        calls = list(request.calls)
+        uploads = [i for i, call in enumerate(calls) if _is_context_upload(call)]
+        if not uploads:
+            return None
+        if request.build_context is None:
+            raise SubmitError("the request uploads a build context but names no folder; render it again")
+        i = uploads[0]
+        if len(uploads) > 1 or i < 2 or i + 1 >= len(calls) - 1:
+            raise SubmitError(
+                "the request's build context calls are not in the order render makes them; render it again"
+            )
+        return cls(calls[i - 2], calls[i - 1], calls[i], calls[i + 1], request.build_context)
 
 
 def data_problem(direction: str, name: str, location: Any) -> Problem | None:
