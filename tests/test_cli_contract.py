@@ -310,3 +310,22 @@ def test_a_terminal_sees_list_as_an_aligned_table_with_a_header(tmp_path: Path, 
     starts = [line.index("SUCCEEDED") for line in lines[1:]]
     assert starts == [lines[0].index("STATE")] * 2  # the columns line up
     assert "\t" not in seen.decode()
+
+
+def test_a_missing_sdk_exits_6_saying_how_to_install_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Following a job without its platform's SDK fails here, before anything is asked of the platform: not
+    "submission failed" (3)."""
+    from crosstrain.records import JobHandle
+
+    workspace = {"subscription_id": "00000000-0000-0000-0000-000000000000", "resource_group": "rg", "workspace": "ws"}
+    arm = "https://management.azure.com/subscriptions/{subscription_id}/resourceGroups/{resource_group}"
+    url = (arm + "/providers/Microsoft.MachineLearningServices/workspaces/{workspace}/jobs/j-1").format(**workspace)
+    handle = JobHandle("azureml", "j-1", "j-1", ref={**workspace, "url": url + "?api-version=2025-01-01-preview"})
+    monkeypatch.setitem(sys.modules, "azure.ai.ml", None)
+    for verb in ("status", "logs"):
+        code, out, err = call(capsys, verb, str(handle))
+        assert code == 6, (verb, err)
+        assert "pip install 'crosstrain[azureml]'" in err
+        assert out == ""

@@ -2,8 +2,9 @@
 
 Results go to stdout (JSON, or a native form with --format); narration and progress go to stderr.
 Exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage (or a spec the target cannot express),
-3 submission failed, 4 the job failed while waiting, 5 --timeout expired while waiting, 130 interrupted
-(143 or 129: a local run stopped by SIGTERM or SIGHUP, every process it started stopped first).
+3 submission failed, 4 the job failed while waiting, 5 --timeout expired while waiting, 6 an SDK this needs is not
+installed (the message says how to install it), 130 interrupted (143 or 129: a local run stopped by SIGTERM or
+SIGHUP, every process it started stopped first).
 No exception reaches the user as a traceback (set CROSSTRAIN_DEBUG=1 to see one for an unexpected error), and
 with --json stdout holds one JSON object for every error, usage errors included. Text that can come from a
 platform (states, messages, logs, console links, errors) reaches the terminal through `_say` and `_show`, which
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
     from crosstrain.spec import TrainingJob
 
 EPILOG = """exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage, 3 submission failed,
-4 job failed while waiting, 5 still running when --timeout expired, 130 interrupted (143/129: SIGTERM/SIGHUP)"""
+4 job failed while waiting, 5 still running when --timeout expired, 6 an SDK this needs is not installed,
+130 interrupted (143/129: SIGTERM/SIGHUP)"""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -21,6 +21,7 @@ class ExitCode(enum.IntEnum):
     SUBMIT_FAILED = 3  # nothing (or not everything) was accepted by the platform
     JOB_FAILED = 4  # the job ended FAILED or CANCELLED while waiting
     WAIT_TIMEOUT = 5  # --timeout expired while the job was still running
+    MISSING_DEPENDENCY = 6  # an optional SDK (or torch, Spark) is not installed here: nothing was asked of anyone
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 
@@ -134,9 +135,10 @@ class UnknownBackend(CrosstrainError, LookupError):
 
 
 class MissingDependency(CrosstrainError, ImportError):
-    """An optional SDK is not installed; the message carries the pip command that installs it."""
+    """An optional SDK is not installed; the message carries the pip command that installs it. Its own exit code:
+    `status` or `logs` without the SDK failed here, not at the platform ("submission failed" would mislead)."""
 
-    exit_code = ExitCode.SUBMIT_FAILED
+    exit_code = ExitCode.MISSING_DEPENDENCY
 
 
 class SubmitError(CrosstrainError):
