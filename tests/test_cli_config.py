@@ -305,6 +305,6 @@ def test_completion_knows_config_and_its_actions(capsys: pytest.CaptureFixture[s
     code, out, _ = call(capsys, "completion", "bash")
     assert code == 0
     assert 'COMPREPLY=($(compgen -W "get set unset list path" -- "$cur")); return' in out
-    assert 'get) opts="--help --json --profile -h" ;;' in out
+    assert 'get)\n                    opts="--help --json --profile -h" ;;' in out
     code, out, _ = call(capsys, "completion", "zsh")
     assert "if (( CURRENT == 3 )); then compadd get set unset list path; return; fi" in out

@@ -100,7 +100,7 @@ def test_a_bad_handle_exits_2_headlined_as_a_handle(
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 @pytest.mark.parametrize(
     "argv",
-    [["bogus"], [], ["render"], ["wait", "{}", "--timeout", "soon"], ["completion", "fish"], ["catalog", "-t", "x"]],
+    [["bogus"], [], ["render"], ["wait", "{}", "--timeout", "soon"], ["completion", "tcsh"], ["catalog", "-t", "x"]],
     ids=["unknown verb", "no verb", "no job", "bad duration", "unknown shell", "unknown catalog target"],
 )
 def test_usage_errors_exit_2_as_json_when_asked(

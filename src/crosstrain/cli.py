@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     _set_arg(p, "target setting, as for render (repeatable)")
     _config_parser(verbs)
     p = verb("completion", 'print a shell completion script: eval "$(crosstrain completion bash)"')
-    p.add_argument("shell", choices=("bash", "zsh"))
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
     p = verb("catalog", "list the GPUs and machine types each target offers")
     p.add_argument("-t", "--target", help="only this target's offers")
     return parser
@@ -704,8 +704,12 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_completion(args: argparse.Namespace) -> int:
     from crosstrain.completion import script
+    from crosstrain.registry import entries
 
-    print(script(build_parser(), args.shell))
+    targets = sorted(entries())
+    emulations = ["torchrun", *(name for entry in BUILTIN_BACKENDS.values() for name in entry.emulations)]
+    known = {"--target": targets, "--emulate": emulations}
+    print(script(build_parser(), args.shell, known))
     return ExitCode.OK
 
 
