@@ -34,9 +34,12 @@ BUNDLE_PREFIXES = (["python", "-m", "crosstrain_code", "--"], ["python", "-m", "
 #: A container whose command is not set runs its image's ENTRYPOINT: named so that "no command" is compared too.
 IMAGE_ENTRYPOINT = "<the image's entrypoint>"
 #: The folder aiplatform.CustomJob makes up under the staging bucket when given no base_output_dir
-#: (`aiplatform-custom-job-<date>-<time>`), with the time left out so that the test is repeatable.
+#: (`aiplatform-custom-job-<date>-<time>`), with the time left out so that the test is repeatable; a
+#: CustomContainerTrainingJob's is `aiplatform-custom-training-<date>-<time>`, rewritten the same way.
 SDK_OUTPUT = "aiplatform-custom-job-<time of the call>"
-#: An SDK call's keyword arguments, transcribed from a notebook cell (Vertex AI's CustomJob, Azure's command).
+SDK_TRAINING_OUTPUT = "aiplatform-custom-training-<time of the call>"
+#: An SDK call's keyword arguments, transcribed from a notebook cell or script (Vertex AI's CustomJob or
+#: CustomContainerTrainingJob, Azure's command).
 SDK_CALL = "sdk-call.yaml"
 
 
@@ -339,13 +342,16 @@ def vertex_gcloud(case: Case) -> tuple[dict[str, Any], str]:
 def vertex_sdk(case: Case) -> tuple[dict[str, Any], str]:
     """`aiplatform.CustomJob(display_name=..., worker_pool_specs=..., ...)`'s own proto (the body its `run()`
     sends), from the keyword arguments transcribed in the case's sdk-call.yaml; a `custom_job` key is instead the
-    dict a GAPIC notebook hands `JobServiceClient.create_custom_job`, read into the same proto."""
+    dict a GAPIC notebook hands `JobServiceClient.create_custom_job`, read into the same proto, and a
+    `training_job` key a CustomContainerTrainingJob (vertex_training_job)."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform
 
     json_format = _json_format()
 
     values = dict(yaml.safe_load(case.original.read_text()))
+    if "training_job" in values:
+        return vertex_training_job(values)
     location = values.pop("location", "us-central1")
     if "custom_job" in values:  # the GAPIC client: JobServiceClient.create_custom_job(custom_job={...})
         from google.cloud.aiplatform_v1.types import CustomJob
@@ -354,10 +360,74 @@ def vertex_sdk(case: Case) -> tuple[dict[str, Any], str]:
     anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
     job = aiplatform.CustomJob(project="my-project", location=location, credentials=anonymous, **values)
     body: dict[str, Any] = json_format.MessageToDict(job._gca_resource._pb)
-    output = body["jobSpec"].get("baseOutputDirectory", {})
-    if "outputUriPrefix" in output:  # with no base_output_dir the SDK names a folder by the clock
-        output["outputUriPrefix"] = re.sub(r"aiplatform-custom-job-[\d:.-]+$", SDK_OUTPUT, output["outputUriPrefix"])
+    _timeless_output(body["jobSpec"])
     return body, location
+
+
+def _timeless_output(spec: dict[str, Any]) -> None:
+    """The SDK's timestamped output folder (SDK_OUTPUT, SDK_TRAINING_OUTPUT) without its time."""
+    output = spec.get("baseOutputDirectory", {})
+    if "outputUriPrefix" in output:  # with no base_output_dir the SDK names a folder by the clock
+        uri = re.sub(r"aiplatform-custom-job-[\d:.-]+$", SDK_OUTPUT, output["outputUriPrefix"])
+        output["outputUriPrefix"] = re.sub(r"aiplatform-custom-training-[\d:.-]+$", SDK_TRAINING_OUTPUT, uri)
+
+
+class _Sent(Exception):
+    """Raised where the SDK would send its request: nothing goes on the wire."""
+
+
+def vertex_training_job(values: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """What `aiplatform.CustomContainerTrainingJob(**training_job).submit(**submit)` (or `.run(**run)`) asks
+    Vertex AI to run, built by the SDK's own code: the chief and worker pools (`_DistributedTrainingSpec.
+    chief_worker_pool`), the container it puts on each, the scheduling and output folder
+    (`_prepare_training_task_inputs_and_output_dir`) and the TrainingPipeline around them, up to the create
+    call. The instance is made with AnonymousCredentials, and its client's `create_training_pipeline` is
+    replaced by one that keeps the request and stops, so nothing touches the network. `init` holds
+    `aiplatform.init`'s project, location and staging bucket, given to the constructor (which takes the same
+    and overrides init's) so that no global configuration changes; `sync` is the client's, not the job's.
+
+    A TrainingPipeline with the custom task definition (custom_task_1.0.0.yaml) runs a CustomJob whose spec is
+    the pipeline's `trainingTaskInputs`: they are read into `aiplatform_v1.CustomJobSpec` (an unknown field or a
+    bad value fails, as it would on the service) and compared as a CustomJob's `jobSpec`, with the pipeline's
+    display name and labels as the job's."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import schema
+    from google.cloud.aiplatform_v1.types import CustomJobSpec, TrainingPipeline
+
+    json_format = _json_format()
+    init = dict(values.get("init") or {})
+    location = str(init.pop("location", "us-central1"))
+    project = str(init.pop("project", "my-project"))
+    methods = [name for name in ("submit", "run") if name in values]
+    assert len(methods) == 1, "sdk-call.yaml gives the keywords of one of submit: or run:"
+    anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
+    job = aiplatform.CustomContainerTrainingJob(
+        project=project, location=location, credentials=anonymous, **init, **values["training_job"]
+    )
+    sent: dict[str, Any] = {}
+
+    def create_training_pipeline(**request: Any) -> None:
+        sent.update(request)
+        raise _Sent
+
+    job.api_client.create_training_pipeline = create_training_pipeline  # type: ignore[attr-defined]
+    logging.disable(logging.INFO)  # "Training Output directory: ..."
+    try:
+        getattr(job, methods[0])(**{**values[methods[0]], "sync": True})
+    except _Sent:
+        pass
+    finally:
+        logging.disable(logging.NOTSET)
+    pipeline = sent["training_pipeline"]
+    assert pipeline.training_task_definition == schema.training_job.definition.custom_task
+    wire = json_format.MessageToDict(TrainingPipeline.pb(pipeline))
+    spec = CustomJobSpec.pb(CustomJobSpec())
+    json_format.ParseDict(wire["trainingTaskInputs"], spec)
+    body = {"displayName": wire["displayName"], "labels": wire.get("labels", {})}
+    body["jobSpec"] = json_format.MessageToDict(spec)
+    _timeless_output(body["jobSpec"])
+    return _vertex_proto(body), location
 
 
 def _json_format() -> Any:
@@ -422,11 +492,17 @@ def vertex_normalize(body: dict[str, Any], crosstrain: bool) -> dict[str, Any]:
       gcloud's autopackaged image or crosstrain's bundle all put the same folder on the node; a crosstrain
       argv that starts with the bundle's runner is unwrapped (BUNDLE_PREFIXES);
     - a disk of pd-ssd 100 GB is Vertex's default, and `acceleratorCount: 0` is no accelerator;
+    - a FLEX_START job without `maxWaitDuration` waits 24 hours for its machines, the API's default
+      (aiplatform_v1's Scheduling.max_wait_duration: "The default is 24 hours"; one day on
+      cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws), so it is compared as `86400s`;
     - crosstrain's identity labels (crosstrain-id, crosstrain-fp) are left out;
     - empty maps are not sent (prune)."""
     b = copy.deepcopy(body)
     spec = b.get("jobSpec") or {}
     spec["workerPoolSpecs"] = [_vertex_pool(p, crosstrain) for p in spec.get("workerPoolSpecs", [])]
+    scheduling = spec.get("scheduling") or {}
+    if scheduling.get("strategy") == "FLEX_START":
+        scheduling.setdefault("maxWaitDuration", "86400s")
     b["labels"] = {k: v for k, v in (b.get("labels") or {}).items() if k not in IDENTITY_KEYS}
     return dict(prune(b))
 
