@@ -38,6 +38,8 @@ def test_bash_completes_verbs_options_and_the_values_an_option_takes(
     assert "--dry-run" in offered(bash, ["crosstrain", "submit", "job.yaml", "--d"])
     assert offered(bash, ["crosstrain", "completion", "f"]) == ["fish"]  # argparse's own choices
     assert offered(bash, ["crosstrain", "config", "u"]) == ["unset"]
+    assert "gcloud" in offered(bash, ["crosstrain", "render", "job.yaml", "--format", ""])  # Vertex's own form
+    assert "az-yaml" in offered(bash, ["crosstrain", "render", "job.yaml", "--format", "a"])
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash here")

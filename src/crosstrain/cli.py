@@ -704,11 +704,12 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_completion(args: argparse.Namespace) -> int:
     from crosstrain.completion import script
-    from crosstrain.registry import entries
+    from crosstrain.registry import entries, get_backend_class
 
     targets = sorted(entries())
     emulations = ["torchrun", *(name for entry in BUILTIN_BACKENDS.values() for name in entry.emulations)]
-    known = {"--target": targets, "--emulate": emulations}
+    formats = sorted({fmt for name in BUILTIN_BACKENDS for fmt in get_backend_class(name).formats})
+    known = {"--target": targets, "--emulate": emulations, "--format": formats}
     print(script(build_parser(), args.shell, known))
     return ExitCode.OK
 
