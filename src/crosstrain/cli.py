@@ -19,9 +19,10 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from crosstrain import colour
 from crosstrain.errors import (
     CrosstrainError,
     ExitCode,
@@ -61,6 +62,11 @@ def _say(message: str) -> None:
 def _show(text: str, *, flush: bool = False) -> None:
     """A result that holds a platform's text (a state, a message, a log line, a console link), on stdout."""
     print(terminal(redact(text)), flush=flush)
+
+
+def _show_styled(cells: Sequence[str], styles: Sequence[Callable[[str], str]]) -> None:
+    """One line of a result whose cells are each made safe first, then styled (colour codes are ours alone)."""
+    print("".join(style(terminal(redact(cell))) for cell, style in zip(cells, styles, strict=True)))
 
 
 def _print_json(data: Any, out: TextIO | None = None) -> None:
@@ -508,7 +514,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"identity": handle.identity, "target": handle.target, **status.to_dict()})
     else:
-        _show(f"{status.state.value}\t{status.native_state}\t{status.message}".rstrip())
+        on = colour.enabled(sys.stdout)
+        rest = f"\t{status.native_state}\t{status.message}".rstrip()
+        _show_styled([status.state.value, rest], [lambda text: colour.state(text, on), str])
     return ExitCode.OK
 
 
@@ -543,21 +551,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not jobs:
         _say(f"no job made by crosstrain on {args.target}")
     elif sys.stdout.isatty():  # a person: a header and aligned columns (the handle, long, last)
-        _show(_table(("IDENTITY", "STATE", "CREATED", "CONSOLE", "HANDLE"), rows))
+        _print_table(("IDENTITY", "STATE", "CREATED", "CONSOLE", "HANDLE"), rows, states=1)
     else:  # a script: one job per line, tab-separated, the handle last (`cut -f5 | xargs crosstrain status`)
         for row in rows:
             _show("\t".join(row))
     return ExitCode.OK
 
 
-def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
-    """Rows under a header, each column as wide as its widest cell but the last."""
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)) + "  " + row[-1]
-        for row in (header, *rows)
-    ]
-    return "\n".join(line.rstrip() for line in lines)
+def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, states: int | None = None) -> None:
+    """Rows under a header on stdout, each column as wide as its widest cell but the last; on a terminal with
+    colour, the header bold and the `states` column in each state's colour. Cells are made safe before they are
+    measured, so what is aligned is what shows."""
+    on = colour.enabled(sys.stdout)
+    safe = [tuple(terminal(redact(cell)) for cell in row) for row in (header, *rows)]
+    widths = [max(len(cell) for cell in column) for column in zip(*safe, strict=True)]
+    for index, row in enumerate(safe):
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)] + [row[-1]]
+        if index == 0:
+            cells = [colour.paint(cell, colour.BOLD, on) for cell in cells]
+        elif states is not None:
+            cells[states] = colour.state(cells[states], on)
+        print("  ".join(cells).rstrip())
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -745,10 +759,15 @@ def cmd_catalog(args: argparse.Namespace) -> int:
                 )
     if args.json:
         _print_json(rows)
-    else:
-        for r in rows:
-            accel = f"  [{r['accelerator']}]" if r["accelerator"] else ""
-            print(f"{r['target']:<17} {r['gpu']}:{r['count']:<3} {', '.join(r['machine_types'])}{accel}")
+        return ExitCode.OK
+    table = [
+        (r["target"], f"{r['gpu']}:{r['count']}", ", ".join(r["machine_types"]), r["accelerator"] or "") for r in rows
+    ]
+    if sys.stdout.isatty():  # a person: a header and aligned columns
+        _print_table(("TARGET", "GPUS", "MACHINE TYPES", "ACCELERATOR"), table)
+    else:  # a script: one offer per line, tab-separated
+        for row in table:
+            _show("\t".join(row))
     return ExitCode.OK
 
 
@@ -847,7 +866,9 @@ def _report(
             if sys.stdout is not None:
                 sys.stdout.flush()
     with contextlib.suppress(Exception):
-        _say(f"crosstrain {verb}: {message}" if verb else f"crosstrain: {message}")
+        headline = f"crosstrain {verb}:" if verb else "crosstrain:"
+        on = colour.enabled(sys.stderr)
+        print(f"{colour.paint(headline, colour.BOLD + colour.RED, on)} {terminal(message)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
+from crosstrain import colour
 from crosstrain.safe import redact, terminal
 
 if TYPE_CHECKING:
@@ -66,6 +67,9 @@ class Progress:
 
     def _line(self, text: str, *, keep: bool) -> None:
         text = terminal(redact(text))
+        if self.live and colour.enabled(self.stream):  # the state's word in its colour, once made safe
+            for name in colour.STATES:
+                text = text.replace(f": {name} (", f": {colour.paint(name, colour.STATES[name], True)} (", 1)
         try:
             if self.live:
                 self.stream.write("\r\x1b[K" + text + ("\n" if keep else ""))
