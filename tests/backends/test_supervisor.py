@@ -108,3 +108,32 @@ def test_a_full_disk_keeps_every_line_on_the_console_and_says_where_the_log_stop
     kept = (next((tmp_path / "runs").iterdir()) / "output.log").read_text().split("\n")[:-1]  # whole lines
     assert 0 < len(kept) < 5000
     assert f"stops after {len(kept):,} line(s)" in done.stderr
+
+
+@pytest.mark.parametrize("code", [0, 1])
+def test_torchruns_exit_barrier_trace_shows_only_when_its_agent_fails(tmp_path: Path, code: int) -> None:
+    """The agent hosting the rendezvous store (node 0's) leaves the exit barrier first and takes the store with
+    it; another agent then logs a long trace though every rank finished. After success it is one line."""
+    script = (
+        "import sys\n"
+        "print('[rank1] trained', flush=True)\n"
+        "print('[E1127 00:00:00 api.py:1008] Error waiting on exit barrier. Elapsed: 0.1 seconds', flush=True)\n"
+        "print('Traceback (most recent call last):', flush=True)\n"
+        "print('torch.distributed.DistNetworkError: Connection reset by peer', flush=True)\n"
+        f"sys.exit({code})\n"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    supervise(
+        [Process("node1", 1, [1], [sys.executable, "-c", script], {}, agent=True)],
+        cwd=str(tmp_path),
+        base_env={"PATH": "/usr/bin:/bin"},
+        timeout=None,
+        grace=1.0,
+        header="test run",
+        out=out,
+        err=err,
+    )
+    shown = out.getvalue()
+    assert "[node1 rank1] trained" in shown
+    assert ("Connection reset by peer" in shown) is (code != 0)
+    assert ("the trace is left out" in shown) is (code == 0)

@@ -319,6 +319,7 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
     assert process.popen is not None
     assert process.popen.stdout is not None
     stream: IO[bytes] = process.popen.stdout
+    held: list[str] = []  # torchrun's exit-barrier error and what follows it: shown only if the agent fails
     for raw in bounded_lines(stream):
         if raw.startswith(_EVENT):
             _record_event(process, raw)
@@ -329,12 +330,33 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
         match = _RANK_PREFIX.match(line) if process.agent else None
         prefix = f"[{process.name} rank{match.group(1)}] " if match else f"[{process.name}] "
         text = prefix + (match.group(2) if match else line)
+        if process.agent and (held or _EXIT_BARRIER in line) and len(held) < _HELD_LINES:
+            held.append(text)
+            continue
         # a process that is one rank (Azure ML per process, MPI) says everything as that rank
         alone = process.ranks[0] if not process.agent and len(process.ranks) == 1 else None
         process.tail.append((int(match.group(1)) if match else alone, text))
         with lock:
             logs.write(process.name, text + "\n")
     stream.close()
+    if held:
+        ended_well = process.popen.wait() == 0
+        with lock:
+            if ended_well:  # every rank of the node had finished: the store it waited on had gone with node 0
+                logs.write(process.name, f"[{process.name}] {_EXIT_BARRIER_NOTE}\n")
+            else:
+                for text in held:
+                    process.tail.append((None, text))
+                    logs.write(process.name, text + "\n")
+
+
+#: What torchrun's agent logs when the store of its exit barrier closes under it: the agent that hosts the store
+#: (node 0's) leaves the barrier first and takes the store with it. After its ranks all succeeded it is noise.
+_EXIT_BARRIER = "Error waiting on exit barrier"
+_EXIT_BARRIER_NOTE = (
+    "(torchrun's agent lost its exit barrier as node 0's agent left: its ranks had all finished; the trace is left out)"
+)
+_HELD_LINES = 400
 
 
 #: The longest line relayed whole: past it, the rest of the line is left out and a marker says how much.
