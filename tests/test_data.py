@@ -414,3 +414,61 @@ def test_a_model_is_read_by_azure_ml_alone(target: str, settings: dict[str, Any]
     (problem,) = refused.value.problems
     assert problem.path == "inputs.base.type"
     assert "an mlflow_model is an Azure ML model" in problem.message
+
+
+# -- local stand-ins for cloud data ----------------------------------------------------------------------------
+CLOUD_JOB = (
+    "name: standin\nshell: true\ncommand: python t.py ${inputs.train} ${outputs.model}\n"
+    "inputs: {train: gs://my-bucket/train}\noutputs: {model: gs://my-bucket/model}\n"
+    "environment: pytorch\nprimary: {machine: T4:1}\n"
+    "targets: {vertex: {project: p, region: us-central1}}\n"
+)
+
+
+def test_a_local_stand_in_runs_a_cloud_job_here_and_the_same_file_renders_for_the_cloud(tmp_path: Path) -> None:
+    (tmp_path / "sample").mkdir()
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(CLOUD_JOB)
+    with pytest.raises(SpecError, match="local paths only"):  # no stand-in: refused, as before
+        crosstrain.render(load_job(job_file), "local", environ={})
+    request = crosstrain.render(
+        load_job(job_file), "local", environ={}, inputs={"train": "sample"}, outputs={"model": "out"}
+    )
+    line = request.create.body["processes"][0]["argv"][-1]
+    assert line == f"python t.py {tmp_path / 'sample'} {tmp_path / 'out'}"
+    assert f"inputs.train: {tmp_path / 'sample'} stands in for gs://my-bucket/train here" in " ".join(request.notes)
+    cloud = crosstrain.render(load_job(job_file), "vertex", environ={})
+    assert "/gcs/my-bucket/train" in json.dumps(cloud.create.body)  # the stand-in is the local target's alone
+
+
+@pytest.mark.parametrize(
+    ("settings", "path", "words"),
+    [
+        ({"inputs": {"trian": "sample"}}, "targets.local.inputs.trian", "did you mean train?"),
+        ({"inputs": {"train": "nowhere"}}, "targets.local.inputs.train", "does not exist here"),
+        ({"outputs": {"logs": "out"}}, "targets.local.outputs.logs", "name one of the job's outputs: model"),
+    ],
+)
+def test_a_stand_in_for_nothing_or_from_nowhere_is_refused_at_its_name(
+    tmp_path: Path, settings: dict[str, Any], path: str, words: str
+) -> None:
+    (tmp_path / "sample").mkdir()
+    (tmp_path / "job.yaml").write_text(CLOUD_JOB)
+    with pytest.raises(SpecError) as refused:
+        crosstrain.render(load_job(tmp_path / "job.yaml"), "local", environ={}, **settings)
+    found = [p for p in refused.value.problems if p.path == path]
+    assert found, refused.value.problems
+    assert words in found[0].message + " " + found[0].fix
+
+
+def test_the_command_line_names_stand_ins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from crosstrain import cli
+
+    (tmp_path / "sample").mkdir()
+    (tmp_path / "job.yaml").write_text(CLOUD_JOB)
+    argv = ["render", str(tmp_path / "job.yaml"), "--local", "--input", "train=sample", "--output", "model=out"]
+    assert cli.main([*argv, "--json"]) == 0
+    line = json.loads(capsys.readouterr().out)["calls"][-1]["body"]["processes"][0]["argv"][-1]
+    assert line == f"python t.py {tmp_path / 'sample'} {tmp_path / 'out'}"
+    assert cli.main(["render", str(tmp_path / "job.yaml"), "-t", "vertex", "--input", "train=sample"]) == 2
+    assert "--input: these options are for runs on this machine" in capsys.readouterr().err

@@ -114,6 +114,20 @@ def _local_args(p: argparse.ArgumentParser) -> None:
     )
     local.add_argument("--nodes", type=int, metavar="N", help="run at most N of the job's nodes")
     local.add_argument("--nproc-per-node", type=int, metavar="M", help="processes per node (default: the job's)")
+    local.add_argument(
+        "--input",
+        dest="stand_in_inputs",
+        action="append",
+        metavar="NAME=PATH",
+        help="a local folder or file standing in for the job's input NAME (repeatable; targets.local.inputs)",
+    )
+    local.add_argument(
+        "--output",
+        dest="stand_in_outputs",
+        action="append",
+        metavar="NAME=PATH",
+        help="a local folder standing in for the job's output NAME (repeatable; targets.local.outputs)",
+    )
 
 
 def _run_id_arg(p: argparse.ArgumentParser) -> None:
@@ -297,11 +311,17 @@ def _load_handle(source: str) -> Any:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    from crosstrain.settings import parse_assignments
+
     settings: dict[str, Any] = dict(_assignments(args))
-    local = {"emulate": "emulate", "nodes": "nodes", "nproc_per_node": "nproc_per_node"}
-    given = {key: getattr(args, attr) for attr, key in local.items() if getattr(args, attr, None) is not None}
+    local = {"emulate": "--emulate", "nodes": "--nodes", "nproc_per_node": "--nproc-per-node"}
+    given = {key: getattr(args, key) for key in local if getattr(args, key, None) is not None}
+    for attr, key, flag in (("stand_in_inputs", "inputs", "--input"), ("stand_in_outputs", "outputs", "--output")):
+        if getattr(args, attr, None):
+            given[key] = parse_assignments(getattr(args, attr), flag)
+            local[key] = flag
     if given and _target(args) != "local":
-        flags = ", ".join("--" + attr.replace("_", "-") for attr in given)
+        flags = ", ".join(local[key] for key in given)
         raise SpecError([Problem(flags, "these options are for runs on this machine", "add --local")])
     return {**settings, **given}
 

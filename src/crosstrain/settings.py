@@ -259,13 +259,14 @@ def configured_settings(
     return out
 
 
-def parse_assignments(pairs: list[str]) -> dict[str, str]:
+def parse_assignments(pairs: list[str], flag: str = "--set") -> dict[str, str]:
     """`["project=p", "region=us-central1"]` -> dict. Raises SpecError on a pair without `=`."""
     out: dict[str, str] = {}
+    example = "--set project=my-project" if flag == "--set" else f"{flag} data=./sample"
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise SpecError([Problem("--set", f"{pair!r} is not key=value", "write e.g. --set project=my-project")])
+            raise SpecError([Problem(flag, f"{pair!r} is not key=value", f"write e.g. {example}")])
         out[key.strip().replace("-", "_")] = value
     return out
 

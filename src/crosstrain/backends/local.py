@@ -145,6 +145,17 @@ class LocalSettings(TargetSettings):
     grace_seconds: float = Field(
         10.0, ge=0, allow_inf_nan=False, description="How long stopped processes get before they are killed."
     )
+    inputs: dict[str, str] = Field(
+        default_factory=dict,
+        description="Local stand-ins for the job's inputs, by name (NAME: PATH, relative to the job file): read here "
+        "in place of the input's cloud location, so one job file runs here on a sample and there on the data. "
+        "`--input NAME=PATH` on the command line.",
+    )
+    outputs: dict[str, str] = Field(
+        default_factory=dict,
+        description="Local stand-ins for the job's outputs, by name (NAME: PATH): written here in place of the "
+        "output's cloud location. `--output NAME=PATH` on the command line.",
+    )
 
 
 class LocalBackend(Backend[LocalSettings, None]):
@@ -203,7 +214,35 @@ class LocalBackend(Backend[LocalSettings, None]):
         """A local run reads and writes local paths (relative to the job file) in place; a cloud location is
         reached only on that cloud's nodes, and no emulation reaches it from here."""
         problems = []
+        for direction in ("inputs", "outputs"):
+            declared = getattr(job, direction)
+            for name in getattr(settings, direction):
+                if name not in declared:
+                    import difflib
+
+                    close = difflib.get_close_matches(name, list(declared), n=1)
+                    problems.append(
+                        Problem(
+                            f"targets.local.{direction}.{name}",
+                            f"the job has no {direction[:-1]} {name!r} to stand in for",
+                            f"did you mean {close[0]}?"
+                            if close
+                            else f"name one of the job's {direction}: {', '.join(declared) or 'it has none'}",
+                        )
+                    )
         for direction, name, location in data.locations(job):
+            stand_in = getattr(settings, direction).get(name)
+            if stand_in is not None:
+                if direction == "inputs" and not (job.base_dir / stand_in).exists():
+                    problems.append(
+                        Problem(
+                            f"targets.local.inputs.{name}",
+                            f"{stand_in} does not exist here ({job.base_dir / stand_in}; a relative path is read "
+                            "from the job file's folder)",
+                            "create it, or name the local copy of the data",
+                        )
+                    )
+                continue
             if location.path is None:
                 problems.append(data.unreachable(direction, name, location, "a local run", "a local folder"))
             elif data.kind(location) != "local":
@@ -232,7 +271,8 @@ class LocalBackend(Backend[LocalSettings, None]):
         return problems
 
     def node_path(self, job: TrainingJob, settings: LocalSettings, direction: str, name: str, location: Any) -> str:
-        return os.path.abspath(job.base_dir / str(location.path))
+        stand_in = getattr(settings, direction).get(name)
+        return os.path.abspath(job.base_dir / (stand_in if stand_in is not None else str(location.path)))
 
     def _render(self, job: TrainingJob, settings: LocalSettings, plan: None, ids: Ids) -> Request:
         identity = ids.identity
@@ -248,7 +288,7 @@ class LocalBackend(Backend[LocalSettings, None]):
             }
         )
         # Their paths are in the commands already: an emulated target renders the job with no data of its own.
-        job = job.model_copy(update={"inputs": {}, "outputs": {}})
+        spec, job = job, job.model_copy(update={"inputs": {}, "outputs": {}})
         secret_refs = {name: ref.secret for pool in job.pools() for name, (ref, _) in pool.secrets.items()}
         job = _without_secrets(job)  # their values reach the processes from the caller's environment
         workdir = Path(settings.workdir or os.getcwd()).absolute()
@@ -328,6 +368,12 @@ class LocalBackend(Backend[LocalSettings, None]):
             body["data"] = places
             body["output_folders"] = folders
             notes.append("inputs and outputs are read and written in place, whatever their mode")
+            for direction, name, location in data.locations(spec):
+                if name in getattr(settings, direction):
+                    notes.append(
+                        f"{direction}.{name}: {places[f'{direction}.{name}']} stands in for {location.path} here "
+                        f"(targets.local.{direction})"
+                    )
         call = HttpCall(
             "RUN",
             workdir.as_uri(),
