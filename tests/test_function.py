@@ -57,10 +57,14 @@ def test_a_function_with_a_code_folder_imports_from_it(tmp_path: Path, monkeypat
     assert crosstrain.run(uses_helpers, job) == 7
 
 
-def test_a_job_with_a_command_is_refused_with_the_field() -> None:
-    with pytest.raises(SpecError) as refused:
-        crosstrain.run(all_reduce_ranks, {**JOB, "command": "python train.py"}, args=(1.0,))
-    assert refused.value.problems[0].path == "command"
+def test_a_job_file_with_a_command_runs_the_function_and_says_which() -> None:
+    """One job file for both: run as a file it runs its command; given a function, the function runs instead."""
+    job = {**JOB, "command": "python train.py", "args": ["--epochs", "2"], "shell": True}
+    assert crosstrain.run(all_reduce_ranks, job, args=(1.0,)) == {"sum": 10.0, "world": 4.0}  # 1 + 2 + 3 + 4
+    request = crosstrain.render_function(all_reduce_ranks, job, "local", args=(1.0,), environ={})
+    note = "all_reduce_ranks() runs on every rank in place of the job file's command `python train.py` and args"
+    assert any(n.startswith(note) for n in request.notes), request.notes
+    assert "train.py" not in json.dumps(request.create.body["processes"])
 
 
 def test_the_notebook_function_example_runs_under_databricks_emulation() -> None:

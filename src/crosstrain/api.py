@@ -109,18 +109,19 @@ def with_function(
 
         raise MissingDependency("shipping a function needs cloudpickle: pip install cloudpickle") from None
     spec = load_job(job)
-    for field in ("command", "args"):
-        for role, pool in (("", spec), ("primary.", spec.primary), ("workers.", spec.workers)):
-            if getattr(pool, field):
-                raise SpecError(
-                    [
-                        Problem(
-                            f"{role}{field}",
-                            "a job that runs a function has no command of its own: the function is its entry point",
-                            f"remove `{role}{field}` from the job, or run the command without a function",
-                        )
-                    ]
-                )
+    # One job file serves both ways: its command when it is run as a file, the function when one is given.
+    own = [
+        f"{role}{field} `{' '.join(value)}`"
+        for role, pool in (("", spec), ("primary.", spec.primary), ("workers.", spec.workers))
+        for field in ("command", "args")
+        if (value := getattr(pool, field))
+    ]
+    if own:
+        pools = {
+            role: getattr(spec, role).model_copy(update={"command": None, "args": None})
+            for role in ("primary", "workers")
+        }
+        spec = spec.model_copy(update={"args": [], "shell": False, **pools})
     module = sys.modules.get(getattr(fn, "__module__", "") or "")
     by_value = module is not None and _local_module(module)
     try:
@@ -134,7 +135,10 @@ def with_function(
     finally:
         if by_value:
             cloudpickle.unregister_pickle_by_value(module)
-    return spec.model_copy(update={"command": list(FUNCTION_COMMAND)}).with_function(payload)
+    function = spec.model_copy(update={"command": list(FUNCTION_COMMAND)})
+    name = f"{getattr(fn, '__qualname__', None) or type(fn).__name__}()"
+    note = f"{name} runs on every rank in place of the job file's {' and '.join(own)}" if own else ""
+    return function.with_function(payload, note)
 
 
 def _local_module(module: types.ModuleType) -> bool:

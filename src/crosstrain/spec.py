@@ -310,15 +310,22 @@ class TrainingJob(SpecModel):
     _job_file: Path | None = PrivateAttr(None)
     #: A pickled `(fn, args, kwargs)` shipped with the job (`crosstrain.run(fn, job)`); never in a job file.
     _function: bytes | None = PrivateAttr(None)
+    _function_note: str = PrivateAttr("")
 
     @property
     def function_payload(self) -> bytes | None:
         return self._function
 
-    def with_function(self, payload: bytes) -> TrainingJob:
+    @property
+    def function_note(self) -> str:
+        """What the shipped function replaces, where it replaces the job file's own command ("" elsewhere)."""
+        return self._function_note
+
+    def with_function(self, payload: bytes, note: str = "") -> TrainingJob:
         """A copy of this job that ships `payload` and runs it on every rank (`crosstrain.function`)."""
         job = self.model_copy()
         job._function = payload
+        job._function_note = note
         return job
 
     @property

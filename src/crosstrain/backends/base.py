@@ -527,6 +527,8 @@ class Backend(ABC, Generic[S, P]):
             if job.launch.framework_args():
                 given = " ".join(job.launch.framework_args())
                 notes += (f"every training rank is given `{given}` after its arguments (launch.framework: deepspeed)",)
+            if job.function_note:
+                notes += (job.function_note,)
             if job.function_payload is not None and not result_at:
                 lost = self.lost_result()
                 notes += (f"{lost.message}: {lost.fix}",)
