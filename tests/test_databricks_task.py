@@ -161,3 +161,21 @@ def test_deepspeed_parameters_round_trip() -> None:
     assert "--deepspeed-nodes=3" in uneven
     with pytest.raises(SystemExit):  # 16 processes cannot be spread over 3 nodes
         DistributorCall.parse(uneven)
+
+
+def test_a_local_runs_ranks_tag_every_line_they_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the local emulation one driver relays every rank: each line says whose it is, as torchrun's do."""
+    from crosstrain.databricks_task import RANK_TAGS, train_on_rank
+
+    script = tmp_path / "train.py"
+    script.write_text("import sys\nprint('loss', 1.5)\nprint('no newline', end='')\nprint('oops', file=sys.stderr)\n")
+    monkeypatch.setenv(RANK_TAGS, "1")
+    monkeypatch.setenv("RANK", "3")
+    assert train_on_rank("file", str(script), [], "token", None)["ok"]
+    out, err = capsys.readouterr()
+    assert out == "[rank3] loss 1.5\n[rank3] no newline"
+    assert err == "[rank3] oops\n"
+    assert train_on_rank("shell", "echo from bash; echo again", [], "token", None)["ok"]
+    assert capsys.readouterr().out == "[rank3] from bash\n[rank3] again\n"

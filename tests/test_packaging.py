@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from crosstrain import packaging
+from crosstrain import named_files, packaging
 from crosstrain.errors import SpecError
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.registry import create_backend
@@ -504,7 +504,7 @@ def test_a_deepspeed_config_in_a_code_folder_the_job_does_not_ship_is_refused() 
         launch = {"framework": "deepspeed", "deepspeed_config": config}
         return {"name": "j", "command": "python /app/train.py", "launch": launch}
 
-    [problem] = packaging.command_file_problems(job_from_dict(job("ds_config.json")))
+    [problem] = named_files.problems(job_from_dict(job("ds_config.json")))
     assert problem.path == "launch.deepspeed_config"
     assert "ships none" in problem.message
-    assert packaging.command_file_problems(job_from_dict(job("/app/ds_config.json"))) == []
+    assert named_files.problems(job_from_dict(job("/app/ds_config.json"))) == []

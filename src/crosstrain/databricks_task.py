@@ -46,6 +46,7 @@ if (
 
 import argparse
 import hashlib
+import io
 import shutil
 import tarfile
 import tempfile
@@ -238,6 +239,35 @@ def enter(root: Path) -> Path:
     return source
 
 
+#: Set by a local run's Databricks emulation: every rank's lines are tagged `[rankN] `, as torchrun tags them, so
+#: the one driver that relays them all says whose each line is.
+RANK_TAGS = "CROSSTRAIN_RANK_TAGS"
+
+
+class _Tagged(io.TextIOBase):
+    """A text stream that starts every line it passes on with a tag."""
+
+    def __init__(self, stream: Any, tag: str) -> None:
+        super().__init__()
+        self.stream, self.tag, self.pending = stream, tag, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        lines = self.pending.split("\n")
+        self.pending = lines.pop()
+        for line in lines:
+            self.stream.write(self.tag + line + "\n")
+        if lines:
+            self.stream.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.stream.write(self.tag + self.pending)
+            self.pending = ""
+        self.stream.flush()
+
+
 def train_on_rank(
     kind: str, target: str, args: list[str], token: str, marker_dir: str | None, code: str = ""
 ) -> dict[str, Any]:
@@ -249,10 +279,22 @@ def train_on_rank(
     if code:
         enter(unpack(code))
     sys.argv = [target, *args]
+    tagged = bool(os.environ.get(RANK_TAGS))
+    streams = sys.stdout, sys.stderr
+    if tagged:  # a local run relays every rank through one driver: each line says whose it is
+        tag = "[rank{}] ".format(os.environ.get("RANK", "?"))
+        sys.stdout, sys.stderr = _Tagged(sys.stdout, tag), _Tagged(sys.stderr, tag)
     try:
         if kind == "shell":
             sys.stdout.flush()
-            returncode = subprocess.run(["bash", "-c", target, *args], check=False).returncode
+            line = ["bash", "-c", target, *args]
+            if tagged:
+                shell = subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                for raw in shell.stdout or ():
+                    sys.stdout.write(raw.decode("utf-8", "replace"))
+                returncode = shell.wait()
+            else:
+                returncode = subprocess.run(line, check=False).returncode
             if returncode:
                 raise SystemExit(returncode)
         elif kind == "file":
@@ -263,6 +305,11 @@ def train_on_rank(
     except SystemExit as exit_:
         if exit_.code not in (None, 0):
             raise
+    finally:
+        if tagged:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sys.stdout, sys.stderr = streams
     if marker_dir is not None:
         Path(marker_dir, f"rank-{os.environ.get('RANK', '0')}").write_text(token)
     return {"ok": True, "token": token}

@@ -137,3 +137,29 @@ def test_torchruns_exit_barrier_trace_shows_only_when_its_agent_fails(tmp_path: 
     assert "[node1 rank1] trained" in shown
     assert ("Connection reset by peer" in shown) is (code != 0)
     assert ("the trace is left out" in shown) is (code == 0)
+
+
+def test_a_spark_drivers_rank_lines_show_once_each_tagged_with_their_rank(tmp_path: Path) -> None:
+    """A local Spark relays each of a task's lines twice (TorchDistributor's log stream, and the worker's own
+    stderr); two ranks that print the same words are still two lines."""
+    script = (
+        "for line in ['[rank0] epoch 1', '[rank0] epoch 1', '[rank1] epoch 1', '[rank1] epoch 1',"
+        " 'Spark says this once', '[rank0] done', '[rank0] done']: print(line, flush=True)\n"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    supervise(
+        [Process("driver", 0, [0, 1], [sys.executable, "-c", script], {}, relays="spark")],
+        cwd=str(tmp_path),
+        base_env={"PATH": "/usr/bin:/bin"},
+        timeout=None,
+        grace=1.0,
+        header="test run",
+        out=out,
+        err=err,
+    )
+    assert out.getvalue().splitlines() == [
+        "[driver rank0] epoch 1",
+        "[driver rank1] epoch 1",
+        "[driver] Spark says this once",
+        "[driver rank0] done",
+    ]

@@ -58,6 +58,8 @@ class Process:
     argv: list[str]
     env: dict[str, str]
     agent: bool = False
+    #: "spark": its ranks' lines come tagged, each twice (`emulation.Node.relays`); shown once, as that rank's.
+    relays: str = ""
     popen: subprocess.Popen[bytes] | None = None
     stopped: bool = False  # this supervisor stopped it: its late output is noise and is not shown
     rank_codes: dict[int, int] = field(default_factory=dict)  # from torchrun's worker events
@@ -320,6 +322,7 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
     assert process.popen.stdout is not None
     stream: IO[bytes] = process.popen.stdout
     held: list[str] = []  # torchrun's exit-barrier error and what follows it: shown only if the agent fails
+    twice: dict[tuple[str, str], int] = {}  # a local Spark's copies of each rank's line, counted
     for raw in bounded_lines(stream):
         if raw.startswith(_EVENT):
             _record_event(process, raw)
@@ -327,7 +330,12 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
         if process.stopped:
             continue
         line = raw.decode("utf-8", errors="replace")
-        match = _RANK_PREFIX.match(line) if process.agent else None
+        match = _RANK_PREFIX.match(line) if process.agent or process.relays else None
+        if match and process.relays == "spark":
+            key = (match.group(1), match.group(2))
+            twice[key] = twice.get(key, 0) + 1
+            if twice[key] % 2 == 0:  # the second copy of a line this rank wrote once
+                continue
         prefix = f"[{process.name} rank{match.group(1)}] " if match else f"[{process.name}] "
         text = prefix + (match.group(2) if match else line)
         if process.agent and (held or _EXIT_BARRIER in line) and len(held) < _HELD_LINES:

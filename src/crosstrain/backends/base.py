@@ -160,10 +160,10 @@ def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> li
             problems.append(
                 Problem(attr, f"{target} {what}", f"remove `{attr}` and use an image that holds what the job needs")
             )
-    from crosstrain import packaging, secrets
+    from crosstrain import named_files, secrets
 
     if caps.code:
-        problems += packaging.command_file_problems(job)
+        problems += named_files.problems(job)
     problems += secrets.refusals(job, caps.secret_stores, target)
     if job.launch.mode not in caps.launch_modes:
         problems.append(

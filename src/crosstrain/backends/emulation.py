@@ -37,6 +37,9 @@ class Node:
     argv: list[str]
     env: dict[str, str]
     agent: bool = False  # a torchrun agent that starts the ranks (their exit codes come from its events)
+    #: "spark": a driver whose ranks' lines come tagged `[rankN]`, each twice (a local Spark relays a task's
+    #: output both through TorchDistributor's log stream and through the worker's own stderr).
+    relays: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +47,7 @@ class Node:
             "node": self.node,
             "ranks": self.ranks,
             "agent": "torchrun" if self.agent else None,
+            **({"relays": self.relays} if self.relays else {}),
             "argv": self.argv,
             "env": self.env,
         }

@@ -463,7 +463,7 @@ class LocalBackend(Backend[LocalSettings, None]):
         if emulation is not None and emulation.requirements is not None:
             emulation.requirements()
         processes = [
-            Process(p["name"], p["node"], list(p["ranks"]), p["argv"], p["env"], bool(p["agent"]))
+            Process(p["name"], p["node"], list(p["ranks"]), p["argv"], p["env"], bool(p["agent"]), p.get("relays", ""))
             for p in body["processes"]
         ]
         for folder in body.get("output_folders", []):

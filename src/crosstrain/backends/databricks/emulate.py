@@ -10,7 +10,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from crosstrain.backends.emulation import LOOPBACK, RUN_DIR, Emulation, Node
-from crosstrain.databricks_task import DistributorCall
+from crosstrain.databricks_task import RANK_TAGS, DistributorCall
 from crosstrain.errors import MissingDependency
 from crosstrain.packaging import ARCHIVE_NAME, PACKAGE
 
@@ -45,13 +45,14 @@ def nodes(request: Request, job: TrainingJob, nproc: int) -> list[Node]:
     env["PYSPARK_SUBMIT_ARGS"] = f"--master local[{slots}] {spark_conf} pyspark-shell"
     env["SPARK_LOCAL_IP"] = LOOPBACK
     env["PYSPARK_PYTHON"] = "python"  # the local target's `python`: first on PATH
+    env[RANK_TAGS] = "1"  # every rank's lines say whose they are (the one driver relays them all)
     if request.code is not None:  # the working folder is the unpacked sdist; the archive lies beside it
         env["CROSSTRAIN_UNPACK_DIR"] = f"{RUN_DIR}/unpacked"
         code = dataclasses.replace(call, code=f"../{ARCHIVE_NAME}")
         argv = ["python", f"{PACKAGE}/crosstrain/databricks_task.py", *code.parameters()]
     else:
         argv = ["python", "-m", "crosstrain.databricks_task", *call.parameters()]
-    return [Node("driver", 0, list(range(processes)), argv, env)]
+    return [Node("driver", 0, list(range(processes)), argv, env, relays="spark")]
 
 
 def check_spark() -> None:
