@@ -201,7 +201,7 @@ def _azureml_uploaded(node: Any) -> None:
         return str(SHORT_URI_FORMAT.format(datastore_name, f"{asset_id}/{Path(path).name}"))
 
     unresolved = SimpleNamespace(get_asset_arm_id=lambda path, asset_type: path)
-    operations = SimpleNamespace(
+    operations: Any = SimpleNamespace(
         _operation_scope=None, _datastore_operations=None, _show_progress=False, _orchestrators=unresolved
     )
     inputs = getattr(node, "_job_inputs", None) or getattr(node, "inputs", None) or {}
