@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from crosstrain.packaging import CodeRef
 
 
-# Headers that carry credentials never appear in a rendered request.
-CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization"})
+# Headers that carry credentials never appear in a rendered request (Azure ML's x-azureml-token: the submitter's
+# token, which submit adds to a user-identity job's PUT).
+CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization", "x-azureml-token"})
 
 
 @dataclass(frozen=True)

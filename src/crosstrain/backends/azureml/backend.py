@@ -27,6 +27,7 @@ from crosstrain.backends.azureml.settings import (
     _PRIORITY,
     _SEGMENT,
     AML_IGNORE_FILES,
+    AML_RESOURCE,
     ANONYMOUS_ENVIRONMENT,
     API_VERSION,
     ARM,
@@ -36,6 +37,7 @@ from crosstrain.backends.azureml.settings import (
     SAS_CONTAINER,
     STATE_MAP,
     STORE_CONTAINER,
+    USER_TOKEN_HEADER,
     AzureMLSettings,
 )
 from crosstrain.backends.azureml.wire import (
@@ -311,8 +313,14 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             queue["priority"] = _PRIORITY[settings.priority]
         if queue:
             properties["queueSettings"] = queue
+        as_submitter = ""
         if job.identity:
             properties["identity"] = _identity(job.identity)
+            if properties["identity"] == {"identityType": "UserIdentity"}:
+                as_submitter = (
+                    f"; submit adds the header {USER_TOKEN_HEADER}: the submitter's token for {AML_RESOURCE} from "
+                    "the same Azure credential (never rendered), as azure-ai-ml does for a user identity"
+                )
         calls.append(
             HttpCall(
                 "PUT",
@@ -320,7 +328,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                 {"properties": properties},
                 headers,
                 purpose="create the command job under its fixed name, with this request's fingerprint in its "
-                "properties; sent only when the GET found no job",
+                "properties; sent only when the GET found no job" + as_submitter,
             )
         )
         if plan.nodes > 1 and plan.machine.gpu_count and not plan.machine.infiniband:
@@ -422,8 +430,29 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         )
         return self.cached_client(
             key,
-            lambda: azure.ml_client(self.credential, *key, timeout=self.retry.call_timeout, transport=self.transport),
+            lambda: azure.ml_client(
+                self._azure_credential(), *key, timeout=self.retry.call_timeout, transport=self.transport
+            ),
         )
+
+    def _azure_credential(self) -> TokenCredential:
+        """The one credential of this backend's Azure calls (ARM, a blob store without a secret, the submitter's
+        token): the one passed in, else a DefaultAzureCredential made at its first use."""
+        if self.credential is None:
+            self.credential = azure.default_credential()
+        return self.credential
+
+    def _submitter_token(self, create: HttpCall) -> dict[str, str]:
+        """The header azure-ai-ml's `create_or_update` adds to the job PUT of a job with a user identity (and to
+        nothing else): the submitter's token for Azure ML, from the same credential, checked to be for it. Only
+        on a PUT to the ARM host this backend talks to (`check_request` held every URL to it)."""
+        identity = (create.body.get("properties") or {}).get("identity") or {}
+        if identity.get("identityType") != "UserIdentity":
+            return {}
+        if create.method != "PUT" or urlsplit(create.url).netloc != urlsplit(ARM).netloc:
+            raise SubmitError(f"{create.url.split('?')[0]}: the job PUT goes to {ARM} only; render the request again")
+        what = f"get the submitter's token for {AML_RESOURCE} (the job runs as its submitter: identity user_identity)"
+        return {USER_TOKEN_HEADER: azure.aml_token(self._azure_credential(), AML_RESOURCE, what)}
 
     def send(self, request: Request) -> JobHandle:
         """Look for the job by its name first; adopt it if this request made it, refuse if another did; else
@@ -442,6 +471,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
 
         existing = self.retry.poll(find)
         if existing is None:
+            as_submitter = self._submitter_token(create)  # before any upload: a credential without one fails first
             code = _CodeCalls.of(request)
             if code is not None:
                 bundle = packaging.check_unchanged(code.folder)
@@ -465,7 +495,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                     self.retry.poll(functools.partial(_send, pipeline, call))
 
             def put() -> tuple[dict[str, Any], bool]:
-                sent = _send(pipeline, create)
+                sent = _send(pipeline, create, headers=as_submitter)
                 assert sent is not None
                 return sent[1], sent[0] == 200  # 200: the PUT found the job (a concurrent submit made it)
 
@@ -565,7 +595,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             elif secret.get("key"):
                 credential = {"account_name": account, "account_key": str(secret["key"])}
         if credential is None:  # an identity-based store, or its secret refused: the Azure credential, as the SDK
-            credential = self.credential or azure.default_credential()
+            credential = self._azure_credential()
 
         def on_store(act: Callable[[Any], T]) -> T:
             client = azure.blob_container(
@@ -760,7 +790,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                 "account_key": str(secret.account_key),
             }
         else:  # an identity-based datastore: the workspace's credential reads it, as in the SDK
-            credential = self.credential or azure.default_credential()
+            credential = self._azure_credential()
         container = azure.blob_container(
             f"{protocol}://{account}.blob.{endpoint}",
             container_name,

@@ -108,7 +108,9 @@ def cli_yaml(request: Request) -> dict[str, Any]:
             out["queue_settings"]["priority"] = {v: k for k, v in _PRIORITY.items()}[queue["priority"]]
     if "identity" in props:
         identity = props["identity"]
-        kind = {"Managed": "managed", "AMLToken": "aml_token"}[identity["identityType"]]
+        kind = {"Managed": "managed", "AMLToken": "aml_token", "UserIdentity": "user_identity"}[
+            identity["identityType"]
+        ]
         out["identity"] = {
             "type": kind,
             **({"client_id": identity["clientId"]} if "clientId" in identity else {}),

@@ -378,10 +378,9 @@ def _unexpressible(job: TrainingJob) -> list[Problem]:
         problems.append(
             Problem(
                 "identity",
-                f"{job.identity!r} is not an Azure ML job identity crosstrain can render (a user identity needs "
-                "the submitter's token at submit time)",
+                f"{job.identity!r} is not an Azure ML job identity",
                 "use `managed` (the compute's managed identity), a user-assigned identity's client id (a GUID), "
-                "or `aml_token`",
+                "`aml_token`, or `user_identity` (the job runs as its submitter; submit sends their token)",
             )
         )
     return problems
@@ -394,6 +393,8 @@ def _identity(value: str) -> dict[str, str] | None:
         return {"identityType": "Managed", "clientId": value}
     if value.lower() in ("aml_token", "amltoken"):
         return {"identityType": "AMLToken"}
+    if value.lower() in ("user_identity", "useridentity"):  # the CLI YAML's `type: user_identity`, REST's name
+        return {"identityType": "UserIdentity"}
     return None
 
 

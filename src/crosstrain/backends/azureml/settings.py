@@ -69,6 +69,14 @@ INPUT_IGNORE_FILES = (".amlignore|.gitignore", ".crosstrainignore")
 #: An uploaded input's URI: `azureml://datastores/<store>/paths/<its blob path>` (the SDK's SHORT_URI_FORMAT).
 DATASTORE_URI = "azureml://datastores/{store}/paths/{path}"
 
+# -- a user identity: what `create_or_update` adds for `identity=UserIdentityConfiguration()` (azure-ai-ml 1.35.2,
+# operations/_job_operations.py `_set_headers_with_user_aml_token`) ----------------------------------------------
+#: The resource the submitter's token is for: Azure ML's (`_get_aml_resource_id_from_metadata` on Azure's public
+#: cloud, whose ARM crosstrain talks to); the SDK refuses a token with another audience, and so does crosstrain.
+AML_RESOURCE = "https://ml.azure.com"
+#: The header of the job PUT that carries it (never rendered: `records.CREDENTIAL_HEADERS`).
+USER_TOKEN_HEADER = "x-azureml-token"
+
 # -- platform-managed environments ------------------------------------------------------------------------
 #: `environment: pytorch[:X.Y]` on Azure ML: curated environments, passed with the `@latest` label the way the
 #: docs and azure-ai-ml pass them (the service resolves the label). The CPU flavour is the same environment:

@@ -426,12 +426,17 @@ def studio_url(settings: Mapping[str, Any], name: str) -> str:
 
 
 def _send(
-    pipeline: Any, call: HttpCall, *, missing_ok: bool = False, forbidden_ok: bool = False
+    pipeline: Any,
+    call: HttpCall,
+    *,
+    missing_ok: bool = False,
+    forbidden_ok: bool = False,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, Any]] | None:
-    """One rendered call, unchanged, through the MLClient's pipeline; None for a 404 if `missing_ok`, for a 403
-    if `forbidden_ok`."""
+    """One rendered call, unchanged but for `headers` added (a credential submit adds, never rendered), through
+    the MLClient's pipeline; None for a 404 if `missing_ok`, for a 403 if `forbidden_ok`."""
     what = f"{call.method} {call.url.split('?')[0]}"
-    http = azure.http_request(call.method, call.url, call.body, dict(call.headers))
+    http = azure.http_request(call.method, call.url, call.body, {**call.headers, **(headers or {})})
     response = azure.call(lambda: pipeline.send_request(http), what)
     if (response.status_code == 404 and missing_ok) or (response.status_code == 403 and forbidden_ok):
         return None
