@@ -63,10 +63,13 @@ CASES: dict[str, tuple[str, Callable[[Path], dict[str, Any]]]] = {
 
 
 def prepare(folder: Path) -> Path:
-    """The folder a fuzz run works in (its current directory): a `train.py` that a Databricks render uploads, and
-    the Docker build context of the `azureml-build` case."""
+    """The folder a fuzz run works in (its current directory): a `train.py` that a Databricks render uploads, the
+    Docker build context of the `azureml-build` case, and the `./data` folder a local input names (Azure ML
+    uploads it, the local target reads it in place)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.py").write_text("print('training')\n")
+    (folder / "data").mkdir(exist_ok=True)
+    (folder / "data" / "part-0.csv").write_text("x,y\n1,2\n")
     (folder / "docker-context").mkdir(exist_ok=True)
     (folder / "docker-context" / "Dockerfile").write_text("FROM python:3.11-slim\n")
     return folder

@@ -63,3 +63,53 @@ def test_a_folder_leaves_out_the_job_file_and_refuses_what_code_refuses(tmp_path
         _folder(tmp_path, "elsewhere")
     with pytest.raises(UploadRefused, match="does not exist"):
         _folder(tmp_path, "missing")
+
+
+# -- local data: a file or a folder, with its own ignore files ------------------------------------------------------
+def _data(root: Path, name: str, **kwargs: Any) -> folders.Folder:
+    return folders.local_data(
+        name, root, field="inputs.m.path", noun="input", ignore_files=(".amlignore|.gitignore",), **kwargs
+    )
+
+
+def test_local_data_is_a_file_or_a_folder_read_by_its_own_ignore_files(tmp_path: Path) -> None:
+    """A file is one blob under its own name, and not the same upload as a folder holding it; a folder is read by
+    the first of its own root's ignore files (not the repository's, not a nested one)."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".gitignore").write_text("data/\n*.csv\n")  # the repository keeps its data out of git
+    root = _tree(tmp_path / "data", {"a.csv": "1\n", "sub/b.csv": "2\n", "sub/.gitignore": "*.csv\n"})
+    made = _data(tmp_path, "data")
+    assert [f.path for f in made.files] == ["a.csv", "sub/.gitignore", "sub/b.csv"]
+    assert not made.is_file
+    (root / ".gitignore").write_text("sub/\n")
+    (root / ".amlignore").write_text("a.csv\n")  # the first that exists wins, as in azure-ai-ml
+    assert [f.path for f in _data(tmp_path, "data").files] == [
+        ".amlignore",
+        ".gitignore",
+        "sub/.gitignore",
+        "sub/b.csv",
+    ]
+    one = _data(tmp_path, "data/a.csv")
+    assert (one.is_file, [f.path for f in one.files], one.folder) == (True, ["a.csv"], (root / "a.csv").resolve())
+    (tmp_path / "wrapped").mkdir()
+    (tmp_path / "wrapped" / "a.csv").write_text("1\n")
+    assert _data(tmp_path, "wrapped").digest != one.digest
+    assert folders.check_folder_unchanged(one.ref, field="inputs.m.path", noun="input", data=True) == one
+    (root / "a.csv").write_text("3\n")
+    with pytest.raises(UploadRefused, match="changed since the request was rendered"):
+        folders.check_folder_unchanged(one.ref, field="inputs.m.path", noun="input", data=True)
+
+
+def test_local_data_outside_the_job_folder_only_when_said(tmp_path: Path) -> None:
+    _tree(tmp_path / "shared", {"x.txt": "x\n"})
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    with pytest.raises(UploadRefused) as caught:
+        _data(jobs, "../shared", outside_fix="say outside_job_folder: true")
+    assert "outside the job file's folder" in caught.value.problem.message
+    assert caught.value.problem.fix.endswith("or say outside_job_folder: true")
+    assert [f.path for f in _data(jobs, "../shared", outside=True).files] == ["x.txt"]
+    job_file = jobs / "job.yaml"
+    job_file.write_text("name: x\n")
+    with pytest.raises(UploadRefused, match="is the job file"):
+        _data(jobs, "job.yaml", job_file=job_file)

@@ -511,6 +511,8 @@ def request_json(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         (lambda r: {**r, "identity": 5}, "identity: must be a string, not 5"),
         (lambda r: {**r, "notes": "n"}, "notes: must be a list"),
         (lambda r: {**r, "build_context": {"folder": 1, "digest": "d"}}, "build_context.folder: must be a string"),
+        (lambda r: {**r, "inputs": ["data"]}, "inputs: must be a mapping of input names to folders"),
+        (lambda r: {**r, "inputs": {"m": {"folder": "/d", "digest": 2}}}, "inputs.m.digest: must be a string"),
         (
             lambda r: {**r, "calls": [{**r["calls"][0], "headers": {"Authorization": "Bearer x"}}]},
             "must not carry credentials",

@@ -24,6 +24,7 @@ SECRETS = {
     '{"error": "bad header Authorization: Bearer ya29.xxx"}': "ya29.xxx",
     "{'Authorization': 'Basic dXNlcjpwYXNz'}": "dXNlcjpwYXNz",
     "authorization=SharedKey account:c2lnbmF0dXJl": "c2lnbmF0dXJl",
+    "{'x-azureml-token': 'eyJhbGciOiJIUzI1NiJ9.eyJhdWQiOiJtbCJ9.c2ln'}": "eyJhdWQiOiJtbCJ9",
     "got bearer abc.def-ghi.jkl from the proxy": "abc.def-ghi.jkl",
     f"token {DAPI} expired": DAPI,
     f"token {DAPI}-2 expired": DAPI,

@@ -384,8 +384,11 @@ def _request_problems(data: dict[str, Any]) -> list[Problem]:
                 problems.append(
                     Problem(f"calls[{i}].headers", "a rendered request must not carry credentials", "remove them")
                 )
-    for field in ("code", "build_context"):  # the local folders the calls upload
-        code = data.get(field)
+    refs = [(field, data.get(field)) for field in ("code", "build_context")]  # the local folders the calls upload
+    inputs = data.get("inputs") or {}
+    if need("inputs", inputs, dict, "a mapping of input names to folders"):
+        refs += [(f"inputs.{untrusted.excerpt(str(name), 40)[1:-1]}", ref) for name, ref in inputs.items()]
+    for field, code in refs:
         if code is not None and need(field, code, dict, "a mapping"):
             need(f"{field}.folder", code.get("folder"), str, "a string")
             need(f"{field}.digest", code.get("digest"), str, "a string")

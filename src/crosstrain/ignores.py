@@ -18,6 +18,10 @@ leave more out, and a `!pattern` there brings back what git's rules left out. `.
 Each pattern is compiled by pathspec's gitignore pattern and matched against one path exactly, as git matches
 it (a trailing `/` makes it match folders only); a folder left out is not entered, so nothing under it can
 come back, which is git's rule too.
+
+A folder a platform uploads as data (`own_rules`) is read by its own ignore files only, at its root, as azure-ai-ml
+reads a local input: data is what a repository's `.gitignore` most often leaves out, and a job that names a folder
+as its data means all of it.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ class Ignores:
     extra: tuple[Rules, ...]  # the extra files, the last listed first
     git: tuple[Rules, ...]  # the .gitignore files of this folder and those above it, the deepest first
     exclude: tuple[Rules, ...]  # the repository's info/exclude, if it holds a pattern
+    #: Whether a folder's own .gitignore adds to the rules inside it (git's way); False: the root's rules only.
+    nested: bool = True
 
     def leaves_out(self, rel: str, is_dir: bool) -> str | None:
         """The ignore file that leaves `rel` (relative to the code folder, a folder's without a trailing `/`) out,
@@ -88,6 +94,8 @@ class Ignores:
 
     def entering(self, path: str, rel: str) -> Ignores:
         """The rules inside the folder `path` (`rel/` relative to the code folder): its .gitignore added."""
+        if not self.nested:
+            return self
         rules = read_rules(os.path.join(path, ".gitignore"), f"{rel}.gitignore", "", len(rel))
         return self if rules is None else Ignores(self.extra, (rules, *self.git), self.exclude)
 
@@ -116,6 +124,22 @@ def for_folder(folder: Path, extra_files: Sequence[str]) -> Ignores:
             if rules is not None:
                 exclude.append(rules)
     return Ignores(tuple(reversed(extra)), tuple(git), tuple(exclude)).entering(str(folder), "")
+
+
+def own_rules(folder: Path, names: Sequence[str]) -> Ignores:
+    """The rules of `folder`'s own ignore files at its root, for everything under it, and no other file's (not its
+    repository's, not one in a folder below): each of `names`, where `a|b` is the first of `a` and `b` that exists,
+    as azure-ai-ml reads a folder it uploads (its `.amlignore`, else its `.gitignore`). The last listed decides
+    first; `.git` never ships."""
+    extra = []
+    for entry in names:
+        for name in entry.split("|"):
+            if os.path.exists(folder / name):  # the SDK's `IgnoreFile.exists`: an empty one still stands
+                rules = read_rules(str(folder / name), name, "", 0)
+                if rules is not None:
+                    extra.append(rules)
+                break
+    return Ignores(tuple(reversed(extra)), (), (), nested=False)
 
 
 def _prefix(folder: Path, base: Path) -> str:

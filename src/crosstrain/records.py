@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from crosstrain.packaging import CodeRef
 
 
-# Headers that carry credentials never appear in a rendered request.
-CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization"})
+# Headers that carry credentials never appear in a rendered request (Azure ML's x-azureml-token: the submitter's
+# token, which submit adds to a user-identity job's PUT).
+CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization", "x-azureml-token"})
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,9 @@ class Request:
     #: The local folder the calls upload as an image's build context (Azure ML builds an environment from it), and
     #: its digest at render; outside the fingerprint as `code` is (its digest is in the calls).
     build_context: CodeRef | None = None
+    #: The local files and folders the calls upload as the job's data inputs (Azure ML uploads them to the
+    #: workspace's blob store), by input name, and their digests at render; outside the fingerprint as `code` is.
+    inputs: Mapping[str, CodeRef] = field(default_factory=dict)
     #: Where a function job's rank 0 leaves what the function returned (`JobHandle.result` reads it there).
     result_at: str = ""
 
@@ -91,6 +95,7 @@ class Request:
             "notes": list(self.notes),
             **({"code": self.code.to_dict()} if self.code else {}),
             **({"build_context": self.build_context.to_dict()} if self.build_context else {}),
+            **({"inputs": {name: ref.to_dict() for name, ref in self.inputs.items()}} if self.inputs else {}),
             **({"result_at": self.result_at} if self.result_at else {}),
         }
 
@@ -109,6 +114,7 @@ class Request:
             fingerprint=str(data.get("fingerprint") or ""),
             code=_code_ref(data.get("code")),
             build_context=_code_ref(data.get("build_context")),
+            inputs={str(n): ref for n, r in (data.get("inputs") or {}).items() if (ref := _code_ref(r)) is not None},
             result_at=str(data.get("result_at") or ""),
         )
 

@@ -38,8 +38,9 @@ _SECRETS = tuple(
         r"[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[^/?#\s\"'<>]*)@",
         # scheme://user:secr… cut short by a message before its @ could be seen
         r"[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>[^/?#\s\"'<>@]+)(?=…|\.\.\.)",
-        # an Authorization header's value, as a header, JSON or a query: `Authorization: Bearer x`
-        r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
+        # an Authorization header's value (or Azure ML's x-azureml-token's), as a header, JSON or a query:
+        # `Authorization: Bearer x`
+        r"(?i)\b(?:(?:proxy-)?authorization|x-azureml-token)[\"']?\s*[:=]\s*[\"']?"
         r"(?:(?:bearer|basic|token|sharedkey|sharedaccesssignature|digest|negotiate)\s+)?(?P<secret>[^\s\"',;}\]]+)",
         # a bearer token anywhere ("bearer token" is words: a token holds a digit or punctuation)
         rf"(?i)\bbearer\s+(?P<secret>(?={_TOKEN}{{0,4096}}[0-9._~+/-]){_TOKEN}{{6,4096}}=*)",

@@ -236,7 +236,8 @@ class _DataLocation(SpecModel):
         None,
         description="Where the data is: gs://BUCKET/PATH, azureml:NAME:VERSION or azureml:NAME@latest (a "
         "registered data asset), azureml://..., abfss://..., https://ACCOUNT.blob.core.windows.net/..., "
-        "s3://..., /Volumes/..., dbfs:/..., or a local path (relative to the job file; the local target).",
+        "s3://..., /Volumes/..., dbfs:/..., or a local path (relative to the job file: the local target reads it, "
+        "Azure ML uploads an input's).",
     )
     type: Literal["folder", "file", "table", "mlflow_model", "custom_model"] = Field(
         "folder",
@@ -296,10 +297,26 @@ class DataInput(_DataLocation):
         "direct (the URI itself, for code that reads it with its own client). A target without the mode refuses it.",
     )
 
+    outside_job_folder: bool = Field(
+        False,
+        description="Upload a local path although it is outside the job file's folder (through '..', an absolute "
+        "path or a symlink), where a target uploads local data (Azure ML). Without it such a path is refused there, "
+        "so a job file cannot upload e.g. ~/.aws unnoticed.",
+    )
+
     @field_validator("mode", mode="before")
     @classmethod
     def _mode(cls, value: Any) -> Any:
         return _check_mode(value, "inputs")
+
+    @model_validator(mode="after")
+    def _outside_is_local(self) -> DataInput:
+        if self.outside_job_folder and locations.kind(self.path or "") != "local":
+            raise invalid(
+                f"outside_job_folder is for a local path, and {self.path!r} is not one",
+                "remove outside_job_folder",
+            )
+        return self
 
 
 class DataOutput(_DataLocation):

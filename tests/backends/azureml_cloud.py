@@ -88,14 +88,38 @@ TERMINAL = ("Completed", "Failed", "Canceled", "NotResponding")
 NATIVE_STATES = tuple(status.value for status in JobStatus)
 
 
+#: The resource a user-identity job's submitter token is for (azure-ai-ml checks the token's audience).
+AML_RESOURCE = "https://ml.azure.com"
+
+
+def user_token(audience: str = AML_RESOURCE) -> str:
+    """A JWT as Entra ID would give for `audience`, signed with a made-up key: azure-ai-ml reads its claims
+    without verifying the signature (the service verifies it)."""
+    import jwt
+
+    return jwt.encode(
+        {"aud": audience, "oid": "00000000-0000-0000-0000-00000000000a"}, "a made-up key, never a real one: 32+ bytes"
+    )
+
+
 class FakeCredential:
-    """A token credential that never talks to Entra ID."""
+    """A token credential that never talks to Entra ID: "fake-token" for ARM, and for Azure ML's own resource
+    (`<AML_RESOURCE>/.default`, a user-identity job's submitter token) a JWT for `aml_audience`. `scopes` lists
+    what each call asked for."""
+
+    def __init__(self, aml_audience: str = AML_RESOURCE) -> None:
+        self.aml_audience = aml_audience
+        self.scopes: list[tuple[str, ...]] = []
+
+    def _token(self, scopes: tuple[str, ...]) -> str:
+        self.scopes.append(scopes)
+        return user_token(self.aml_audience) if scopes == (f"{AML_RESOURCE}/.default",) else "fake-token"
 
     def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        return AccessToken("fake-token", int(time.time()) + 3600)
+        return AccessToken(self._token(scopes), int(time.time()) + 3600)
 
     def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
-        return AccessTokenInfo("fake-token", int(time.time()) + 3600)
+        return AccessTokenInfo(self._token(scopes), int(time.time()) + 3600)
 
 
 class AzureMLService(LoopbackService):

@@ -69,6 +69,7 @@ from tests.backends.azureml_cloud import (
     azurite,
     azurite_command,
     blob_container,
+    user_token,
 )
 from tests.conftest import ROOT
 
@@ -92,7 +93,7 @@ class TestAzureMLConformance(BackendConformance):
         ({"scheduling": {"max_restarts": 2}}, "no restart count"),
         ({"primary": {"boot_disk": {"size_gb": 100}}}, "disk"),
         ({"network": "vnet-1"}, "virtual network"),
-        ({"identity": "user"}, "user identity"),
+        ({"identity": "someone@example.com"}, "not an Azure ML job identity"),
     ]
 
 
@@ -143,7 +144,7 @@ def create_calls(request: Request) -> list[tuple[str, str, Any]]:
 def _cases() -> dict[str, tuple[TrainingJob, dict[str, Any], dict[str, Any]]]:
     """name -> (spec, settings, the same job written with azure.ai.ml.command's keyword arguments)."""
     from azure.ai.ml import Input, MpiDistribution, Output, PyTorchDistribution, TensorFlowDistribution
-    from azure.ai.ml.entities import Environment, ManagedIdentityConfiguration
+    from azure.ai.ml.entities import Environment, ManagedIdentityConfiguration, UserIdentityConfiguration
 
     image = BASE_JOB["image"]
     common = {
@@ -230,6 +231,18 @@ def _cases() -> dict[str, tuple[TrainingJob, dict[str, Any], dict[str, Any]]]:
                 "distribution": PyTorchDistribution(process_count_per_instance=4),
                 "identity": ManagedIdentityConfiguration(client_id="11111111-2222-3333-4444-555555555555"),
                 "timeout": 90061,
+            },
+        ),
+        # A job that runs as its submitter: the SDK also sends the submitter's token on the job PUT (see
+        # test_a_user_identity_sends_the_submitters_token_on_the_job_put_only).
+        "user-identity": (
+            job(identity="user_identity"),
+            {},
+            {
+                **common,
+                "compute": "gpu-cluster",
+                "distribution": PyTorchDistribution(process_count_per_instance=4),
+                "identity": UserIdentityConfiguration(),
             },
         ),
         "inputs-and-outputs": (
@@ -330,6 +343,7 @@ CASES = [
     "horovod",
     "tensorflow",
     "named-compute-and-environment",
+    "user-identity",
     "serverless-spot",
     "inputs-and-outputs",
     "model-data",
@@ -677,6 +691,56 @@ def test_submit_sends_exactly_the_rendered_calls(cloud: AzureMLPlatform) -> None
     assert not handle.adopted
     stored = cloud.service.resources[cloud.service.job(request.identity)]
     assert stored["properties"]["properties"] == {FINGERPRINT_PROPERTY: request.fingerprint}
+
+
+def test_a_user_identity_sends_the_submitters_token_on_the_job_put_only(
+    cloud: AzureMLPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`identity: user_identity` is `{"identityType": "UserIdentity"}`, and azure-ai-ml's `create_or_update` then
+    sends the header x-azureml-token, the submitter's token for https://ml.azure.com from the same credential
+    (`_set_headers_with_user_aml_token`). The render says so and holds no token; submit adds it to the job PUT,
+    and to nothing else: not the lookup, not the environment PUT."""
+    from azure.ai.ml import MLClient, command
+    from azure.ai.ml.entities import Environment, UserIdentityConfiguration
+
+    backend = backend_on(cloud)
+    request = backend.render(job(identity="user_identity"), SETTINGS)
+    assert body(request)["identity"] == {"identityType": "UserIdentity"}
+    assert "x-azureml-token" in request.create.purpose
+    assert "x-azureml-token" not in {h.lower() for call in request.calls for h in call.headers}
+    token = user_token()
+    assert token not in request.to_json()
+    backend.send(request)
+    sent = [(r.method, r.url.split("?")[0], r.headers.get("x-azureml-token")) for r in cloud.transport.requests]
+    assert [(method, url.rsplit("/", 2)[-2], given) for method, url, given in sent] == [
+        ("GET", "jobs", None),
+        ("PUT", "versions", None),  # the anonymous environment
+        ("PUT", "jobs", token),
+    ]
+    assert ("https://ml.azure.com/.default",) in backend.credential.scopes  # type: ignore[union-attr]
+
+    # the SDK sends it so too
+    monkeypatch.chdir(tmp_path)
+    transport = AzureMLTransport(AzureMLService())
+    ml = MLClient(FakeCredential(), SUBSCRIPTION, "my-rg", "my-ws", transport=transport)
+    ml.jobs.create_or_update(
+        command(
+            command="python -m train",
+            environment=Environment(image=BASE_JOB["image"]),
+            compute="gpu-cluster",
+            identity=UserIdentityConfiguration(),
+        )
+    )
+    assert [r.headers.get("x-azureml-token") for r in transport.requests] == [None, token]
+
+
+def test_a_token_for_another_audience_is_refused_before_anything_is_made(cloud: AzureMLPlatform) -> None:
+    """As azure-ai-ml refuses it: a credential whose token for Azure ML is not for https://ml.azure.com."""
+    backend = backend_on(cloud, credential=FakeCredential(aml_audience="https://management.azure.com"))
+    with pytest.raises(SubmitError, match=re.escape("is for https://management.azure.com")):
+        backend.submit(job(identity="user_identity"), SETTINGS)
+    assert [(r.method, r.outcome) for r in cloud.transport.requests] == [("GET", "404")]
+    assert cloud.service.jobs == []
 
 
 def test_every_call_carries_the_client_timeout(cloud: AzureMLPlatform) -> None:

@@ -21,7 +21,7 @@ import yaml
 from crosstrain import folders, packaging
 from crosstrain.backends.azureml.backend import AzureMLBackend
 from crosstrain.backends.azureml.settings import AML_IGNORE_FILES, ANONYMOUS_ENVIRONMENT, STORE_CONTAINER
-from crosstrain.backends.azureml.wire import build_context_hash, build_environment_version
+from crosstrain.backends.azureml.wire import build_environment_version, object_hash
 from crosstrain.errors import SpecError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.records import Request
@@ -149,7 +149,7 @@ def test_the_object_hash_is_the_sdks_for_links_and_odd_names(tmp_path: Path) -> 
     (folder / "req-link.txt").symlink_to("requirements.txt")
     (folder / "conf-link").symlink_to("conf")
     listed = folders.folder("docker-context", tmp_path, field="targets.azureml.build.path", noun="build context")
-    assert build_context_hash(listed) == get_object_hash(folder)
+    assert object_hash(listed) == get_object_hash(folder)
 
 
 def test_the_render_lists_the_sdks_calls_and_the_job_runs_in_the_built_environment(tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_the_render_lists_the_sdks_calls_and_the_job_runs_in_the_built_environme
         noun="build context",
         ignore_files=AML_IGNORE_FILES,
     )
-    upload_hash = build_context_hash(listed)
+    upload_hash = object_hash(listed)
     version = build_environment_version(upload_hash)
     store = f"{ARM}{ARM_WS}/datastores/workspaceblobstore"
     assert [(c.method, c.url.split("?")[0]) for c in request.calls] == [

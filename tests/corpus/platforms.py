@@ -157,15 +157,17 @@ def shell_line(command: str) -> bool:
 # -- Azure ML ----------------------------------------------------------------------------------------------------
 def azureml_original(case: Case) -> dict[str, Any]:
     """What azure-ai-ml sends for the YAML: `load_job(path)` (the CLI's `az ml job create -f` reads it the same
-    way), or for an SDK call (sdk-call.yaml) `azure.ai.ml.command(**arguments)`; then the command job's REST
-    object, `JobBase.properties`; an inline environment (an image, or a build context), which the SDK registers
-    as an anonymous environment first, is named by that version and its body added as `environment`."""
+    way), or for an SDK call (sdk-call.yaml) `azure.ai.ml.command(**arguments)`; its local inputs uploaded as
+    `create_or_update` uploads them (`_azureml_uploaded`); then the command job's REST object,
+    `JobBase.properties`; an inline environment (an image, or a build context), which the SDK registers as an
+    anonymous environment first, is named by that version and its body added as `environment`."""
     from azure.ai.ml import load_job
     from azure.ai.ml.entities import Environment
 
     logging.disable(logging.WARNING)  # "experimental class" notices
     try:
         node: Any = _azureml_command(case.original) if case.original.name == SDK_CALL else load_job(case.original)
+        _azureml_uploaded(node)
         job = node._to_job() if hasattr(node, "_to_job") else node
         environment = job.environment
         props: dict[str, Any] = job._to_rest_object().as_dict()["properties"]
@@ -181,6 +183,34 @@ def azureml_original(case: Case) -> dict[str, Any]:
             uploaded = f"{AZURE_LOCAL_UPLOAD}/{environment._upload_hash}/{Path(environment.path).name}/"
             props["environment"]["build"]["contextUri"] = uploaded
     return props
+
+
+def _azureml_uploaded(node: Any) -> None:
+    """The node's inputs as `MLClient.jobs.create_or_update` sends them: the SDK's own `_resolve_job_input` on each
+    (a local path resolved against the job file's folder, uploaded, and its URI given a `/` where the input is a
+    uri_folder; anything else left as it is), with only the upload itself stood for by where it puts the file or
+    folder: `LocalUpload/<get_object_hash of it, with the ignore file get_ignore_file finds>/<its name>` on the
+    workspace's default blob store (`_upload_to_datastore`, `BlobStorageClient.upload`, `SHORT_URI_FORMAT`).
+    Registered assets are left unresolved, as before (normalize compares them by name)."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from azure.ai.ml._utils._asset_utils import generate_asset_id, get_ignore_file, get_object_hash
+    from azure.ai.ml.constants._common import SHORT_URI_FORMAT
+    from azure.ai.ml.operations import _job_operations
+
+    def uploaded(scope: Any, datastores: Any, path: Any, datastore_name: str = "workspaceblobstore", **_: Any) -> str:
+        asset_id = generate_asset_id(get_object_hash(path, get_ignore_file(path)), include_directory=True)
+        return str(SHORT_URI_FORMAT.format(datastore_name, f"{asset_id}/{Path(path).name}"))
+
+    unresolved = SimpleNamespace(get_asset_arm_id=lambda path, asset_type: path)
+    operations: Any = SimpleNamespace(
+        _operation_scope=None, _datastore_operations=None, _show_progress=False, _orchestrators=unresolved
+    )
+    inputs = getattr(node, "_job_inputs", None) or getattr(node, "inputs", None) or {}
+    with mock.patch.object(_job_operations, "_upload_and_generate_remote_uri", uploaded):
+        for entry in inputs.values():
+            _job_operations.JobOperations._resolve_job_input(operations, entry, node._base_path)
 
 
 def _azureml_command(path: Path) -> Any:

@@ -87,6 +87,36 @@ def _timeouts(seconds: float) -> Any:
     return Timeouts()
 
 
+def aml_token(credential: TokenCredential, resource: str, what: str) -> str:
+    """A token of `credential` for `resource` (scope `<resource>/.default`), as azure-ai-ml's
+    `_set_headers_with_user_aml_token` gets the submitter's token for a user-identity job, and refused as it is
+    there unless its audience is `resource` (the JWT's `aud`, read without verifying it: Azure verifies it)."""
+    token = str(call(lambda: credential.get_token(f"{resource}/.default").token, what))
+    audience = _jwt_claims(token).get("aud")
+    if audience != resource:
+        raise SubmitError(
+            f"{what}: the Azure credential's token for {resource} is for {audience or 'no audience'}, and a job that "
+            f"runs as its submitter needs one for {resource}. Fix: {LOGIN_FIX}"
+        )
+    return token
+
+
+def _jwt_claims(token: str) -> dict[str, Any]:
+    """The claims of a JWT, unverified; empty where `token` is not one."""
+    import base64
+    import binascii
+    import json
+
+    parts = token.split(".")
+    if len(parts) != 3:
+        return {}
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
 def http_request(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
     """An azure-core request for `pipeline.send_request` (the MLClient's own authenticated ARM pipeline)."""
     rest = require("azure.core.rest", EXTRA)

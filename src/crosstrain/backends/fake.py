@@ -162,7 +162,7 @@ class FakeBackend(Backend[FakeSettings, None]):
             "pools": [_pool(pool, job) for pool in job.pools()],
             "launch": {"mode": job.launch.mode, "framework": job.launch.framework},
             **{
-                direction: {name: loc.model_dump(mode="json", exclude_none=True) for name, loc in declared.items()}
+                direction: {name: _as_written(loc) for name, loc in declared.items()}
                 for direction, declared in (("inputs", job.inputs), ("outputs", job.outputs))
                 if declared
             },
@@ -325,6 +325,15 @@ class FakeBackend(Backend[FakeSettings, None]):
             if when <= self.cloud.clock():
                 stamp = datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="seconds")
                 yield f"{stamp} {handle.identity} {what}"
+
+
+def _as_written(location: Any) -> dict[str, Any]:
+    """A data location as the job wrote it: `outside_job_folder` only where it says so (it permits an upload
+    the fake never makes)."""
+    dumped: dict[str, Any] = location.model_dump(mode="json", exclude_none=True)
+    if not dumped.get("outside_job_folder"):
+        dumped.pop("outside_job_folder", None)
+    return dumped
 
 
 def _pool(pool: PoolView, job: TrainingJob) -> dict[str, Any]:

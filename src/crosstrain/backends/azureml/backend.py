@@ -27,6 +27,7 @@ from crosstrain.backends.azureml.settings import (
     _PRIORITY,
     _SEGMENT,
     AML_IGNORE_FILES,
+    AML_RESOURCE,
     ANONYMOUS_ENVIRONMENT,
     API_VERSION,
     ARM,
@@ -36,27 +37,34 @@ from crosstrain.backends.azureml.settings import (
     SAS_CONTAINER,
     STATE_MAP,
     STORE_CONTAINER,
+    USER_TOKEN_HEADER,
     AzureMLSettings,
 )
 from crosstrain.backends.azureml.wire import (
     _build_calls,
-    _BuildCalls,
     _code_calls,
     _CodeCalls,
     _data_bindings,
     _is_blob_upload,
-    _is_context_upload,
+    _is_input_upload,
+    _is_store_upload,
     _job_url,
     _send,
-    build_context_hash,
+    _store_calls,
+    _StoreCalls,
+    _Upload,
+    _upload_call,
     build_environment_version,
     code_asset_name,
     code_content_hash,
-    context_folder,
     data_problem,
     fingerprint_of_job,
+    input_uri,
     iso_duration,
+    local_upload,
+    object_hash,
     studio_url,
+    upload_blobs,
     workspace_path,
 )
 from crosstrain.backends.base import (
@@ -93,8 +101,9 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
     emulation = EMULATION
     data_placement = Placement(
         "Azure ML",
-        dict.fromkeys(("azureml", "azure", "none"), Reach(ALL_MODES)),
-        "azureml:NAME:VERSION data assets, azureml:// datastore paths, abfss:// and https:// Azure Storage URIs",
+        dict.fromkeys(("azureml", "azure", "local", "none"), Reach(ALL_MODES)),
+        "azureml:NAME:VERSION data assets, azureml:// datastore paths, abfss:// and https:// Azure Storage URIs, and "
+        "local files and folders as inputs (uploaded to the workspace's blob store)",
         check=data_problem,
     )
     name = "azureml"
@@ -222,10 +231,16 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                     purpose="register the image as an anonymous environment (as azure-ai-ml does); idempotent",
                 )
             )
+        if plan.build is not None or plan.inputs:  # the blob store's calls, once, before its first upload
+            calls += _store_calls(workspace, headers)
         if plan.build is not None:
             build = plan.build
-            calls += _build_calls(
-                build.folder, build.upload_hash, build.dockerfile_path, environment_id, workspace, headers
+            calls += _build_calls(build.folder, build.upload_hash, build.dockerfile_path, environment_id, headers)
+        for local in plan.inputs:  # after the environment: the SDK resolves a job's inputs last
+            calls.append(_upload_call(local.folder, local.upload_hash, f"input {local.name}", local.name))
+            notes.append(
+                f"input {local.name}: uploads {local.folder.describe()} to the workspace's blob store once "
+                f"per content, and the job reads {local.uri}"
             )
         bundle = packaging.for_job(job, ignore_files=AML_IGNORE_FILES)
         code_id = None
@@ -273,7 +288,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             "command": line if line is not None else shlex.join(command),
             "environmentId": environment_id,
             "environmentVariables": plan.env,
-            "inputs": _data_bindings(job, "inputs", workspace),
+            "inputs": _data_bindings(job, "inputs", workspace, {local.name: local.uri for local in plan.inputs}),
             "outputs": _data_bindings(job, "outputs", workspace),
             "distribution": _distribution(plan),
             "resources": resources,
@@ -298,8 +313,14 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             queue["priority"] = _PRIORITY[settings.priority]
         if queue:
             properties["queueSettings"] = queue
+        as_submitter = ""
         if job.identity:
             properties["identity"] = _identity(job.identity)
+            if properties["identity"] == {"identityType": "UserIdentity"}:
+                as_submitter = (
+                    f"; submit adds the header {USER_TOKEN_HEADER}: the submitter's token for {AML_RESOURCE} from "
+                    "the same Azure credential (never rendered), as azure-ai-ml does for a user identity"
+                )
         calls.append(
             HttpCall(
                 "PUT",
@@ -307,7 +328,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                 {"properties": properties},
                 headers,
                 purpose="create the command job under its fixed name, with this request's fingerprint in its "
-                "properties; sent only when the GET found no job",
+                "properties; sent only when the GET found no job" + as_submitter,
             )
         )
         if plan.nodes > 1 and plan.machine.gpu_count and not plan.machine.infiniband:
@@ -329,6 +350,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             tuple(notes),
             code=bundle.ref if bundle is not None else None,
             build_context=plan.build.folder.ref if plan.build is not None else None,
+            inputs={local.name: local.folder.ref for local in plan.inputs},
         )
 
     def format(self, request: Request, fmt: str) -> str:
@@ -371,13 +393,14 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
 
     def credential_free(self, request: Request, call: HttpCall) -> bool:
         # sent with startPendingUpload's SAS, or the blob store's secret: never the ARM token
-        return _is_blob_upload(call) or _is_context_upload(call)
+        return _is_blob_upload(call) or _is_store_upload(call)
 
     def upload_problems(self, request: Request) -> list[Problem]:
         problems = []
         if request.code is None and any(_is_blob_upload(call) for call in request.calls):
             problems.append(Problem("request.code", "the request uploads code but names no folder", "render it again"))
-        if request.build_context is None and any(_is_context_upload(call) for call in request.calls):
+        store_uploads = [call for call in request.calls if _is_store_upload(call)]
+        if request.build_context is None and any(not _is_input_upload(call) for call in store_uploads):
             problems.append(
                 Problem(
                     "request.build_context",
@@ -385,6 +408,16 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                     "render it again",
                 )
             )
+        for call in store_uploads:
+            name = str(call.body["input"]) if _is_input_upload(call) else None
+            if name is not None and name not in request.inputs:
+                problems.append(
+                    Problem(
+                        f"request.inputs.{name}",
+                        f"the request uploads input {name} but names no file or folder for it",
+                        "render it again",
+                    )
+                )
         return problems
 
     # -- submit (sends) ------------------------------------------------------------------------------------
@@ -397,8 +430,29 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         )
         return self.cached_client(
             key,
-            lambda: azure.ml_client(self.credential, *key, timeout=self.retry.call_timeout, transport=self.transport),
+            lambda: azure.ml_client(
+                self._azure_credential(), *key, timeout=self.retry.call_timeout, transport=self.transport
+            ),
         )
+
+    def _azure_credential(self) -> TokenCredential:
+        """The one credential of this backend's Azure calls (ARM, a blob store without a secret, the submitter's
+        token): the one passed in, else a DefaultAzureCredential made at its first use."""
+        if self.credential is None:
+            self.credential = azure.default_credential()
+        return self.credential
+
+    def _submitter_token(self, create: HttpCall) -> dict[str, str]:
+        """The header azure-ai-ml's `create_or_update` adds to the job PUT of a job with a user identity (and to
+        nothing else): the submitter's token for Azure ML, from the same credential, checked to be for it. Only
+        on a PUT to the ARM host this backend talks to (`check_request` held every URL to it)."""
+        identity = (create.body.get("properties") or {}).get("identity") or {}
+        if identity.get("identityType") != "UserIdentity":
+            return {}
+        if create.method != "PUT" or urlsplit(create.url).netloc != urlsplit(ARM).netloc:
+            raise SubmitError(f"{create.url.split('?')[0]}: the job PUT goes to {ARM} only; render the request again")
+        what = f"get the submitter's token for {AML_RESOURCE} (the job runs as its submitter: identity user_identity)"
+        return {USER_TOKEN_HEADER: azure.aml_token(self._azure_credential(), AML_RESOURCE, what)}
 
     def send(self, request: Request) -> JobHandle:
         """Look for the job by its name first; adopt it if this request made it, refuse if another did; else
@@ -417,6 +471,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
 
         existing = self.retry.poll(find)
         if existing is None:
+            as_submitter = self._submitter_token(create)  # before any upload: a credential without one fails first
             code = _CodeCalls.of(request)
             if code is not None:
                 bundle = packaging.check_unchanged(code.folder)
@@ -430,17 +485,17 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                         create.headers,
                         create.purpose,
                     )
-            build = _BuildCalls.of(request)
-            if build is not None:
-                self._ship_build(pipeline, build)
-            shipped = (*(code.all if code else ()), *(build.all if build else ()))
+            store = _StoreCalls.of(request)
+            if store is not None:
+                self._ship_to_store(pipeline, store, create)
+            shipped = (*(code.all if code else ()), *(store.all if store else ()))
             for call in request.calls[:-1]:
                 if call.method != "GET" and call not in shipped:
                     # the content-addressed environment PUT: repeating it changes nothing
                     self.retry.poll(functools.partial(_send, pipeline, call))
 
             def put() -> tuple[dict[str, Any], bool]:
-                sent = _send(pipeline, create)
+                sent = _send(pipeline, create, headers=as_submitter)
                 assert sent is not None
                 return sent[1], sent[0] == 200  # 200: the PUT found the job (a concurrent submit made it)
 
@@ -510,49 +565,37 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         self.retry.poll(functools.partial(_send, pipeline, register))
         return code.id
 
-    def _ship_build(self, pipeline: Any, build: _BuildCalls) -> None:
-        """The environment built from a context, made the way azure-ai-ml makes it: the folder uploaded to the
-        workspace's default blob store (unless its first blob says an upload completed there, by crosstrain or
-        azure-ai-ml), with the store's secret (or, where the store takes identities or the secret is refused, the
-        Azure credential), then the anonymous environment registered with the container URL filled in."""
-        field = "targets.azureml.build.path"
-        folder = folders.check_folder_unchanged(build.folder, field=field, noun="build context")
-        upload_hash = build_context_hash(folder)
-        prefix = context_folder(folder, upload_hash)
-        properties = (build.register.body or {}).get("properties") or {}
-        dockerfile = (properties.get("build") or {}).get("dockerfilePath")
-        version = build_environment_version(upload_hash, dockerfile)
-        if (
-            build.upload.url != f"{STORE_CONTAINER}/{prefix}/"
-            or urlsplit(build.register.url).path.rsplit("/", 1)[-1] != version
-        ):
-            raise SubmitError(
-                f"the request's build context calls do not name the content of {folder.folder} (object hash "
-                f"{upload_hash}); render the request again"
-            )
-        found = self.retry.poll(lambda: _send(pipeline, build.store))
+    def _ship_to_store(self, pipeline: Any, store: _StoreCalls, create: HttpCall) -> None:
+        """The uploads to the workspace's default blob store, made the way azure-ai-ml makes them: every folder
+        listed again first (refused if it changed since render, before anything is sent), the store read with its
+        secret (or, where the store takes identities or the secret is refused, the Azure credential), then each
+        folder uploaded unless its first blob says an upload completed there (by crosstrain or azure-ai-ml): the
+        build context, whose anonymous environment is registered with the container URL filled in, then each
+        local input."""
+        checked = [self._checked_upload(upload, store, create) for upload in store.uploads]
+        found = self.retry.poll(lambda: _send(pipeline, store.store))
         assert found is not None
-        store = found[1].get("properties") or {}
-        kind = str(store.get("datastoreType") or "")
-        account, container = str(store.get("accountName") or ""), str(store.get("containerName") or "")
+        answer = found[1].get("properties") or {}
+        kind = str(answer.get("datastoreType") or "")
+        account, container = str(answer.get("accountName") or ""), str(answer.get("containerName") or "")
         if kind != "AzureBlob" or not account or not container:
             raise SubmitError(
-                f"{build.store.url.split('?')[0]}: the workspace's default blob store is {kind or 'of no kind'}, "
-                "not an Azure Blob container with an account: azure-ai-ml uploads a build context there"
+                f"{store.store.url.split('?')[0]}: the workspace's default blob store is {kind or 'of no kind'}, "
+                "not an Azure Blob container with an account: azure-ai-ml uploads local folders there"
             )
         account_url = (
-            f"{store.get('protocol') or 'https'}://{account}.blob.{store.get('endpoint') or 'core.windows.net'}"
+            f"{answer.get('protocol') or 'https'}://{account}.blob.{answer.get('endpoint') or 'core.windows.net'}"
         )
         credential: Any = None
-        if str((store.get("credentials") or {}).get("credentialsType") or "") != "None":
-            secrets = self.retry.poll(lambda: _send(pipeline, build.secrets, forbidden_ok=True))
-            answer = secrets[1] if secrets is not None else {}
-            if answer.get("sasToken"):
-                credential = str(answer["sasToken"])
-            elif answer.get("key"):
-                credential = {"account_name": account, "account_key": str(answer["key"])}
+        if str((answer.get("credentials") or {}).get("credentialsType") or "") != "None":
+            secrets = self.retry.poll(lambda: _send(pipeline, store.secrets, forbidden_ok=True))
+            secret = secrets[1] if secrets is not None else {}
+            if secret.get("sasToken"):
+                credential = str(secret["sasToken"])
+            elif secret.get("key"):
+                credential = {"account_name": account, "account_key": str(secret["key"])}
         if credential is None:  # an identity-based store, or its secret refused: the Azure credential, as the SDK
-            credential = self.credential or azure.default_credential()
+            credential = self._azure_credential()
 
         def on_store(act: Callable[[Any], T]) -> T:
             client = azure.blob_container(
@@ -564,18 +607,53 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                 if self.storage_transport is None:  # its own transport; one passed in is the caller's to close
                     client.close()
 
-        blobs = [(f"{prefix}/{f.path}", f.read) for f in folder.files]
-        what = f"upload {packaging.counted(len(blobs), 'file')} of {folder.folder} to the workspace's blob store"
-        indicator = blobs[0][0]
-        metadata = self.retry.poll(lambda: on_store(lambda client: azure.blob_metadata(client, indicator, what)))
-        if (metadata or {}).get("upload_status") != "completed":
-            done = {"upload_status": "completed", "name": ANONYMOUS_ENVIRONMENT, "version": version}
-            self.retry.poll(
-                lambda: on_store(lambda client: azure.upload_blobs_to(client, blobs, metadata=done, what=what))
+        def ship(folder: folders.Folder, blobs: list[tuple[str, Callable[[], bytes]]], done: dict[str, str]) -> None:
+            what = f"upload {packaging.counted(len(blobs), 'file')} of {folder.folder} to the workspace's blob store"
+            metadata = self.retry.poll(lambda: on_store(lambda client: azure.blob_metadata(client, blobs[0][0], what)))
+            if (metadata or {}).get("upload_status") != "completed":
+                self.retry.poll(
+                    lambda: on_store(lambda client: azure.upload_blobs_to(client, blobs, metadata=done, what=what))
+                )
+
+        for upload, folder, upload_hash in checked:
+            blobs = [(name, f.read) for name, f in upload_blobs(folder, upload_hash)]
+            if upload.register is None:  # an input: the SDK names its upload at random (it registers nothing for it);
+                ship(folder, blobs, {"upload_status": "completed", "name": upload_hash, "version": "1"})  # by content
+                continue
+            version = urlsplit(upload.register.url).path.rsplit("/", 1)[-1]
+            ship(folder, blobs, {"upload_status": "completed", "name": ANONYMOUS_ENVIRONMENT, "version": version})
+            body = json.loads(json.dumps(upload.register.body).replace(STORE_CONTAINER, f"{account_url}/{container}"))
+            register = HttpCall(upload.register.method, upload.register.url, body, upload.register.headers)
+            self.retry.poll(functools.partial(_send, pipeline, register))
+
+    def _checked_upload(
+        self, upload: _Upload, store: _StoreCalls, create: HttpCall
+    ) -> tuple[_Upload, folders.Folder, str]:
+        """The folder an upload call names, listed again (refused if it changed since render) and held to the
+        calls: the upload's URL and the environment's version (a build context) or the job's input URI (an input)
+        must name that content, so an edited request uploads nothing else; with its object hash."""
+        field = f"inputs.{upload.input}.path" if upload.input is not None else "targets.azureml.build.path"
+        noun = "input" if upload.input is not None else "build context"
+        folder = folders.check_folder_unchanged(upload.folder, field=field, noun=noun, data=upload.input is not None)
+        upload_hash = object_hash(folder)
+        named = upload.call.url == f"{STORE_CONTAINER}/{local_upload(folder, upload_hash)}" + (
+            "" if folder.is_file else "/"
+        )
+        if upload.register is not None:
+            properties = (upload.register.body or {}).get("properties") or {}
+            version = build_environment_version(upload_hash, (properties.get("build") or {}).get("dockerfilePath"))
+            named = named and urlsplit(upload.register.url).path.rsplit("/", 1)[-1] == version
+        else:
+            binding = ((create.body.get("properties") or {}).get("inputs") or {}).get(upload.input) or {}
+            shape = "folder" if binding.get("jobInputType") == "uri_folder" else "model or file"
+            named = named and binding.get("uri") == input_uri(folder, upload_hash, shape)
+        if not named:
+            what = f"input {upload.input}" if upload.input is not None else "build context"
+            raise SubmitError(
+                f"the request's {what} calls do not name the content of {folder.folder} (object hash "
+                f"{upload_hash}); render the request again"
             )
-        body = json.loads(json.dumps(build.register.body).replace(STORE_CONTAINER, f"{account_url}/{container}"))
-        register = HttpCall(build.register.method, build.register.url, body, build.register.headers)
-        self.retry.poll(functools.partial(_send, pipeline, register))
+        return upload, folder, upload_hash
 
     def status(self, handle: JobHandle) -> JobStatus:
         self.check_handle(handle)
@@ -712,7 +790,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                 "account_key": str(secret.account_key),
             }
         else:  # an identity-based datastore: the workspace's credential reads it, as in the SDK
-            credential = self.credential or azure.default_credential()
+            credential = self._azure_credential()
         container = azure.blob_container(
             f"{protocol}://{account}.blob.{endpoint}",
             container_name,

@@ -69,8 +69,9 @@ def cli_yaml(request: Request) -> dict[str, Any]:
         out["code"] = f"azureml:{match[1]}:{match[2]}" if match else props["codeId"]
     if props.get("environmentVariables"):
         out["environment_variables"] = dict(props["environmentVariables"])
-    if props.get("inputs"):
-        out["inputs"] = _yaml_bindings(props["inputs"], "jobInputType")
+    if props.get("inputs"):  # a local input by its path, which `az ml job create` uploads to the same place
+        local = {name: ref.folder for name, ref in request.inputs.items()}
+        out["inputs"] = _yaml_bindings(props["inputs"], "jobInputType", local)
     if props.get("outputs"):
         out["outputs"] = _yaml_bindings(props["outputs"], "jobOutputType")
     if "computeId" in props:
@@ -107,7 +108,9 @@ def cli_yaml(request: Request) -> dict[str, Any]:
             out["queue_settings"]["priority"] = {v: k for k, v in _PRIORITY.items()}[queue["priority"]]
     if "identity" in props:
         identity = props["identity"]
-        kind = {"Managed": "managed", "AMLToken": "aml_token"}[identity["identityType"]]
+        kind = {"Managed": "managed", "AMLToken": "aml_token", "UserIdentity": "user_identity"}[
+            identity["identityType"]
+        ]
         out["identity"] = {
             "type": kind,
             **({"client_id": identity["clientId"]} if "clientId" in identity else {}),

@@ -6,11 +6,12 @@ import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crosstrain import catalog, folders, packaging, secrets, untrusted, uploads
+from crosstrain import catalog, data, folders, packaging, secrets, untrusted, uploads
 from crosstrain.backends.azureml.settings import (
     _GUID,
     AML_IGNORE_FILES,
     ANONYMOUS_ENVIRONMENT,
+    INPUT_IGNORE_FILES,
     RUNTIMES,
     AzureMLSettings,
     MpiConfiguration,
@@ -19,9 +20,10 @@ from crosstrain.backends.azureml.settings import (
 )
 from crosstrain.backends.azureml.wire import (
     anonymous_environment_version,
-    build_context_hash,
     build_environment_version,
     environment_reference,
+    input_uri,
+    object_hash,
     workspace_path,
 )
 from crosstrain.errors import Problem, SpecError
@@ -46,6 +48,18 @@ class Build:
 
 
 @dataclass(frozen=True)
+class LocalInput:
+    """A local file or folder the job reads as an input: uploaded to the workspace's default blob store as
+    azure-ai-ml uploads `Input(path=...)`, and passed to the job as the URI of that upload."""
+
+    name: str
+    folder: folders.Folder
+    #: azure-ai-ml's object hash of it: it names its place in the blob store.
+    upload_hash: str
+    uri: str
+
+
+@dataclass(frozen=True)
 class Plan:
     nodes: int
     processes_per_node: int  # what Azure starts on each node
@@ -64,6 +78,8 @@ class Plan:
     conda: str | None = None
     #: The build context Azure ML builds the environment from (its anonymous environment is `environment_id`).
     build: Build | None = None
+    #: The local files and folders uploaded as inputs, in the job's order.
+    inputs: tuple[LocalInput, ...] = ()
 
 
 def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, list[Problem]]:
@@ -175,6 +191,8 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
     problems += conda_problems
     build, build_problems = _build(job, settings)
     problems += build_problems
+    local_inputs, input_problems = _local_inputs(job)
+    problems += input_problems
     picked: str | Problem | None = None
     if job.environment and not settings.environment:
         picked = RUNTIMES.pick(job.environment, gpu=bool(machine.gpu_count) or not machine.machine_type)
@@ -235,6 +253,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
         environment_note=note,
         conda=conda,
         build=build,
+        inputs=local_inputs,
     )
     return plan, []
 
@@ -359,10 +378,9 @@ def _unexpressible(job: TrainingJob) -> list[Problem]:
         problems.append(
             Problem(
                 "identity",
-                f"{job.identity!r} is not an Azure ML job identity crosstrain can render (a user identity needs "
-                "the submitter's token at submit time)",
+                f"{job.identity!r} is not an Azure ML job identity",
                 "use `managed` (the compute's managed identity), a user-assigned identity's client id (a GUID), "
-                "or `aml_token`",
+                "`aml_token`, or `user_identity` (the job runs as its submitter; submit sends their token)",
             )
         )
     return problems
@@ -375,6 +393,8 @@ def _identity(value: str) -> dict[str, str] | None:
         return {"identityType": "Managed", "clientId": value}
     if value.lower() in ("aml_token", "amltoken"):
         return {"identityType": "AMLToken"}
+    if value.lower() in ("user_identity", "useridentity"):  # the CLI YAML's `type: user_identity`, REST's name
+        return {"identityType": "UserIdentity"}
     return None
 
 
@@ -493,7 +513,63 @@ def _build(job: TrainingJob, settings: AzureMLSettings) -> tuple[Build | None, l
                 + ("" if build.dockerfile_path else ", or name it with targets.azureml.build.dockerfile_path"),
             )
         ]
-    upload_hash = build_context_hash(folder)
+    upload_hash = object_hash(folder)
     return Build(
         folder, upload_hash, build.dockerfile_path, build_environment_version(upload_hash, build.dockerfile_path)
     ), []
+
+
+#: A local input is read as code is, within the same bounds (`packaging.Limits`): it is hashed here and uploaded
+#: at every submit whose content is new.
+_INPUT_LIMITS = packaging.Limits(
+    description="crosstrain uploads at most 2 GiB as a local input",
+    fix="register larger data once (az ml data create --path ...) and name it azureml:NAME:VERSION, or leave files "
+    "out with the folder's .amlignore",
+)
+
+
+def _local_inputs(job: TrainingJob) -> tuple[tuple[LocalInput, ...], list[Problem]]:
+    """The job's local inputs, each read as it will be uploaded (`folders.local_data`: under the job file's folder
+    unless it says `outside_job_folder`, its own ignore files) and held to its type: a `folder` input names a
+    folder, a `file` input a file, a model either. A local table is refused by `wire.data_problem`."""
+    found: list[LocalInput] = []
+    problems: list[Problem] = []
+    for name, location in job.inputs.items():
+        if location.path is None or data.kind(location) != "local" or location.type == "table":
+            continue
+        field = f"inputs.{name}.path"
+        try:
+            folder = folders.local_data(
+                location.path,
+                job.base_dir,
+                field=field,
+                noun="input",
+                ignore_files=INPUT_IGNORE_FILES,
+                limits=_INPUT_LIMITS,
+                job_file=job.job_file,
+                outside=location.outside_job_folder,
+                outside_fix=f"name it as outside the job folder: {{path: {location.path}, outside_job_folder: true}}",
+            )
+        except uploads.UploadRefused as refused:
+            problems += refused.problems
+            continue
+        if location.type == "folder" and folder.is_file:
+            problems.append(
+                Problem(
+                    field,
+                    f"{folder.folder} is a file, and the input's type is folder (uri_folder)",
+                    "use type: file, or name the folder that holds it",
+                )
+            )
+        elif location.type == "file" and not folder.is_file:
+            problems.append(
+                Problem(
+                    f"{field}",
+                    f"{folder.folder} is a folder, and the input's type is file (uri_file)",
+                    "use type: folder, or name a file",
+                )
+            )
+        else:
+            upload_hash = object_hash(folder)
+            found.append(LocalInput(name, folder, upload_hash, input_uri(folder, upload_hash, location.type)))
+    return tuple(found), problems

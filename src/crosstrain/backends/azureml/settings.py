@@ -59,6 +59,24 @@ LOCAL_UPLOAD = "LocalUpload"
 #: GET answers with (`https://<accountName>.blob.<endpoint>/<containerName>`), filled in by submit.
 STORE_CONTAINER = "{workspaceblobstore}"
 
+# -- local inputs: what `create_or_update` does for `Input(path=<a local file or folder>)` (azure-ai-ml 1.35.2,
+# operations/_job_operations.py `_resolve_job_input`, _artifacts/_artifact_utilities.py
+# `_upload_and_generate_remote_uri`; verified against Azurite): the same blob store and upload as a build context --
+#: The ignore files of a folder uploaded as an input, at its root only: the SDK's `get_ignore_file` (its
+#: `.amlignore`, else its `.gitignore`; `ignores.own_rules`), then crosstrain's own. A repository's other
+#: .gitignore files do not apply: data is what they most often leave out.
+INPUT_IGNORE_FILES = (".amlignore|.gitignore", ".crosstrainignore")
+#: An uploaded input's URI: `azureml://datastores/<store>/paths/<its blob path>` (the SDK's SHORT_URI_FORMAT).
+DATASTORE_URI = "azureml://datastores/{store}/paths/{path}"
+
+# -- a user identity: what `create_or_update` adds for `identity=UserIdentityConfiguration()` (azure-ai-ml 1.35.2,
+# operations/_job_operations.py `_set_headers_with_user_aml_token`) ----------------------------------------------
+#: The resource the submitter's token is for: Azure ML's (`_get_aml_resource_id_from_metadata` on Azure's public
+#: cloud, whose ARM crosstrain talks to); the SDK refuses a token with another audience, and so does crosstrain.
+AML_RESOURCE = "https://ml.azure.com"
+#: The header of the job PUT that carries it (never rendered: `records.CREDENTIAL_HEADERS`).
+USER_TOKEN_HEADER = "x-azureml-token"
+
 # -- platform-managed environments ------------------------------------------------------------------------
 #: `environment: pytorch[:X.Y]` on Azure ML: curated environments, passed with the `@latest` label the way the
 #: docs and azure-ai-ml pass them (the service resolves the label). The CPU flavour is the same environment:

@@ -23,6 +23,7 @@ from crosstrain.backends.azureml.settings import (
     CODE_API_VERSION,
     CODE_HASH_VERSION,
     DATASTORE_API_VERSION,
+    DATASTORE_URI,
     ENVIRONMENT_API_VERSION,
     FINGERPRINT_PROPERTY,
     LOCAL_UPLOAD,
@@ -104,37 +105,42 @@ def anonymous_environment_version(image: str, conda: str | None = None) -> str:
     return sha(text)
 
 
-def build_context_hash(folder: folders.Folder) -> str:
-    """azure-ai-ml's `get_object_hash` of a build context: sha256, seeded with its "Initialize for october 2021
-    AML CLI version", over the folder's tree depth first, each folder's entries in the order of their lower-cased
-    names: an entry's name, then a file's bytes or a folder's own entries. The blob folder the context is
-    uploaded to is named by it, and the environment's version is its digest. Memoised by the files' digests."""
+def object_hash(folder: folders.Folder) -> str:
+    """azure-ai-ml's `get_object_hash` of a local folder or file it uploads (a build context, an input): sha256,
+    seeded with its "Initialize for october 2021 AML CLI version", then a file's bytes, or a folder's tree depth
+    first, each folder's entries in the order of their lower-cased names: an entry's name, then a file's bytes or
+    a folder's own entries. The blob folder the upload goes to is named by it (and a built environment's version
+    is its digest). Memoised by the files' digests."""
     key = (
         tuple((f.path, f.size, f.sha256) for f in folder.files),
         folder.dirs,
+        folder.is_file,
     )
     cached = _OBJECT_HASHES.get(key)
     if cached is not None:
         return cached
-    entries: dict[str, list[tuple[str, packaging.CodeFile | None]]] = {"": []}
-    for rel in folder.dirs:
-        parent, _, name = rel.rpartition("/")
-        entries.setdefault(parent, []).append((name, None))
-        entries.setdefault(rel, [])
-    for file in folder.files:
-        parent, _, name = file.path.rpartition("/")
-        entries.setdefault(parent, []).append((name, file))
     digest = hashlib.sha256(b"Initialize for october 2021 AML CLI version")
+    if folder.is_file:
+        digest.update(folder.files[0].read())
+    else:
+        entries: dict[str, list[tuple[str, packaging.CodeFile | None]]] = {"": []}
+        for rel in folder.dirs:
+            parent, _, name = rel.rpartition("/")
+            entries.setdefault(parent, []).append((name, None))
+            entries.setdefault(rel, [])
+        for file in folder.files:
+            parent, _, name = file.path.rpartition("/")
+            entries.setdefault(parent, []).append((name, file))
 
-    def walk(rel: str) -> None:
-        for name, file in sorted(entries.get(rel, []), key=lambda entry: (entry[0].lower(), entry[0])):
-            digest.update(name.encode())
-            if file is not None:
-                digest.update(file.read())
-            else:
-                walk(f"{rel}/{name}" if rel else name)
+        def walk(rel: str) -> None:
+            for name, file in sorted(entries.get(rel, []), key=lambda entry: (entry[0].lower(), entry[0])):
+                digest.update(name.encode())
+                if file is not None:
+                    digest.update(file.read())
+                else:
+                    walk(f"{rel}/{name}" if rel else name)
 
-    walk("")
+        walk("")
     if len(_OBJECT_HASHES) > 16:
         _OBJECT_HASHES.clear()
     _OBJECT_HASHES[key] = digest.hexdigest()
@@ -158,10 +164,26 @@ def build_environment_version(upload_hash: str, dockerfile_path: str | None = No
     return sha(text)
 
 
-def context_folder(folder: folders.Folder, upload_hash: str) -> str:
-    """Where in the blob store a build context goes, as azure-ai-ml uploads it: `LocalUpload/<object hash>/<the
-    folder's name>`."""
+def local_upload(folder: folders.Folder, upload_hash: str) -> str:
+    """Where in the blob store a local folder or file goes, as azure-ai-ml uploads it: `LocalUpload/<object
+    hash>/<its name>` (a folder's files under it, a file as that blob)."""
     return f"{LOCAL_UPLOAD}/{upload_hash}/{folder.folder.name}"
+
+
+def upload_blobs(folder: folders.Folder, upload_hash: str) -> list[tuple[str, packaging.CodeFile]]:
+    """Each blob the upload makes, and the file it holds, in the order the folder lists them (the first carries
+    the SDK's upload indicator)."""
+    prefix = local_upload(folder, upload_hash)
+    if folder.is_file:
+        return [(prefix, folder.files[0])]
+    return [(f"{prefix}/{f.path}", f) for f in folder.files]
+
+
+def input_uri(folder: folders.Folder, upload_hash: str, data_type: str) -> str:
+    """The URI azure-ai-ml gives a local input once it has uploaded it: the datastore path of the upload, with a
+    `/` after a `uri_folder`'s (as `_resolve_job_input` adds it; a model folder's goes without)."""
+    uri = DATASTORE_URI.format(store=BLOB_STORE, path=local_upload(folder, upload_hash))
+    return uri + "/" if data_type == "folder" else uri
 
 
 def iso_duration(seconds: int) -> str:
@@ -241,29 +263,17 @@ def _code_calls(bundle: packaging.Bundle, workspace: str, headers: dict[str, str
     return code_id, calls
 
 
-def _build_calls(
-    folder: folders.Folder,
-    upload_hash: str,
-    dockerfile_path: str | None,
-    environment_id: str,
-    workspace: str,
-    headers: dict[str, str],
-) -> list[HttpCall]:
-    """The calls that make an environment from a build context, in azure-ai-ml's order: read the default blob
-    store and its secret, upload the folder there, register the anonymous environment that points at it."""
+def _store_calls(workspace: str, headers: dict[str, str]) -> list[HttpCall]:
+    """The calls that open the workspace's default blob store for uploads (a build context, local inputs), in
+    azure-ai-ml's order: read the store, then its secret. Made once, before the first upload (the SDK reads them
+    again for each folder it uploads)."""
     store = f"{ARM}{workspace}/datastores/{BLOB_STORE}"
-    prefix = context_folder(folder, upload_hash)
-    blobs = [{"name": f"{prefix}/{f.path}", "size": f.size, "sha256": f.sha256} for f in folder.files]
-    build = {
-        "contextUri": f"{STORE_CONTAINER}/{prefix}/",
-        **({"dockerfilePath": dockerfile_path} if dockerfile_path else {}),
-    }
     return [
         HttpCall(
             "GET",
             f"{store}?api-version={DATASTORE_API_VERSION}",
-            purpose=f"read the workspace's default blob store: the account and container a build context is "
-            f"uploaded to ({STORE_CONTAINER} below), and the kind of credential it takes",
+            purpose=f"read the workspace's default blob store: the account and container a build context or a local "
+            f"input is uploaded to ({STORE_CONTAINER} below), and the kind of credential it takes",
         ),
         HttpCall(
             "POST",
@@ -273,21 +283,47 @@ def _build_calls(
             purpose="ask for the store's secret to upload with (a SAS token or the account key); not sent where the "
             "store takes identities, and on a 403 the upload goes with the Azure credential, as azure-ai-ml does",
         ),
-        HttpCall(
-            "PUT",
-            f"{STORE_CONTAINER}/{prefix}/",
-            {
-                "description": f"{len(blobs)} blob PUTs (azure-storage-blob, with the store's secret, not the ARM "
-                "token), one per file of the folder, under this prefix; the first one carries azure-ai-ml's "
-                "upload_status metadata. Skipped when that blob already carries it (uploaded before, by crosstrain or "
-                "azure-ai-ml)",
-                "hash": upload_hash,
-                "bytes": folder.size,
-                "blobs": blobs,
-            },
-            purpose=f"upload the build context: the URL starts with {STORE_CONTAINER}, the container of the blob store "
-            "read above (filled in at submit)",
-        ),
+    ]
+
+
+def _upload_call(folder: folders.Folder, upload_hash: str, what: str, input_name: str | None = None) -> HttpCall:
+    """The blob PUTs of one local folder or file, as one described call (`what` it is): under `LocalUpload/<object
+    hash>/<name>/`, or as `LocalUpload/<object hash>/<name>` for a file; an input's names the input."""
+    prefix = local_upload(folder, upload_hash)
+    blobs = [{"name": name, "size": f.size, "sha256": f.sha256} for name, f in upload_blobs(folder, upload_hash)]
+    many = "one per file of the folder, under this prefix" if not folder.is_file else "the file, as this blob"
+    return HttpCall(
+        "PUT",
+        f"{STORE_CONTAINER}/{prefix}" + ("" if folder.is_file else "/"),
+        {
+            "description": f"{len(blobs)} blob PUT{'s' if len(blobs) != 1 else ''} (azure-storage-blob, with the "
+            f"store's secret, not the ARM token), {many}; the first one carries azure-ai-ml's upload_status "
+            "metadata. Skipped when that blob already carries it (uploaded before, by crosstrain or azure-ai-ml)",
+            **({"input": input_name} if input_name is not None else {}),
+            "hash": upload_hash,
+            "bytes": folder.size,
+            "blobs": blobs,
+        },
+        purpose=f"upload {what}: the URL starts with {STORE_CONTAINER}, the container of the blob store read above "
+        "(filled in at submit)",
+    )
+
+
+def _build_calls(
+    folder: folders.Folder,
+    upload_hash: str,
+    dockerfile_path: str | None,
+    environment_id: str,
+    headers: dict[str, str],
+) -> list[HttpCall]:
+    """The calls that make an environment from a build context, after the blob store's (`_store_calls`), in
+    azure-ai-ml's order: upload the folder, register the anonymous environment that points at it."""
+    build = {
+        "contextUri": f"{STORE_CONTAINER}/{local_upload(folder, upload_hash)}/",
+        **({"dockerfilePath": dockerfile_path} if dockerfile_path else {}),
+    }
+    return [
+        _upload_call(folder, upload_hash, "the build context"),
         HttpCall(
             "PUT",
             f"{ARM}{environment_id}?api-version={ENVIRONMENT_API_VERSION}",
@@ -326,9 +362,12 @@ _DATA_ASSET = re.compile(r"azureml:(?P<name>[^:@/]+):(?P<version>[^:@/]+)")
 _DATA_ASSET_ID = re.compile(r"^/subscriptions/.*/(?:data|models)/(?P<name>[^/]+)/versions/(?P<version>[^/]+)$")
 
 
-def _data_bindings(job: TrainingJob, direction: str, workspace: str) -> dict[str, Any]:
+def _data_bindings(
+    job: TrainingJob, direction: str, workspace: str, uploaded: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The job's own `inputs` or `outputs`, as `command(inputs=..., outputs=...)` sends them: a registered
-    asset by its ARM id, any other location as its URI, an unset mode left to the service (mount)."""
+    asset by its ARM id, a local file or folder by the URI of its upload (`uploaded`, by input name), any other
+    location as its URI, an unset mode left to the service (mount)."""
     out: dict[str, Any] = {}
     declared = job.inputs if direction == "inputs" else job.outputs
     for name, location in declared.items():
@@ -337,7 +376,7 @@ def _data_bindings(job: TrainingJob, direction: str, workspace: str) -> dict[str
             asset = _DATA_ASSET.fullmatch(location.path)
             folder = _ASSET_FOLDERS.get(location.type, "data")
             uri = f"{workspace}/{folder}/{asset['name']}/versions/{asset['version']}" if asset else location.path
-            binding["uri"] = uri
+            binding["uri"] = (uploaded or {}).get(name, uri)
         if location.mode is not None:
             binding["mode"] = _AZURE_DATA_MODES[direction][location.mode]
         binding["jobInputType" if direction == "inputs" else "jobOutputType"] = _AZURE_DATA_TYPES[location.type]
@@ -345,12 +384,16 @@ def _data_bindings(job: TrainingJob, direction: str, workspace: str) -> dict[str
     return out
 
 
-def _yaml_bindings(bindings: Mapping[str, Any], kind_key: str) -> dict[str, Any]:
-    """REST inputs or outputs in az-yaml's words."""
+def _yaml_bindings(
+    bindings: Mapping[str, Any], kind_key: str, local: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """REST inputs or outputs in az-yaml's words; an uploaded input by its `local` path (absolute)."""
     out: dict[str, Any] = {}
     for name, binding in bindings.items():
         entry: dict[str, Any] = {"type": binding[kind_key]}
-        if "uri" in binding:
+        if name in (local or {}):
+            entry["path"] = (local or {})[name]
+        elif "uri" in binding:
             asset = _DATA_ASSET_ID.match(binding["uri"])
             entry["path"] = f"azureml:{asset['name']}:{asset['version']}" if asset else binding["uri"]
         if "mode" in binding:
@@ -383,12 +426,17 @@ def studio_url(settings: Mapping[str, Any], name: str) -> str:
 
 
 def _send(
-    pipeline: Any, call: HttpCall, *, missing_ok: bool = False, forbidden_ok: bool = False
+    pipeline: Any,
+    call: HttpCall,
+    *,
+    missing_ok: bool = False,
+    forbidden_ok: bool = False,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, Any]] | None:
-    """One rendered call, unchanged, through the MLClient's pipeline; None for a 404 if `missing_ok`, for a 403
-    if `forbidden_ok`."""
+    """One rendered call, unchanged but for `headers` added (a credential submit adds, never rendered), through
+    the MLClient's pipeline; None for a 404 if `missing_ok`, for a 403 if `forbidden_ok`."""
     what = f"{call.method} {call.url.split('?')[0]}"
-    http = azure.http_request(call.method, call.url, call.body, dict(call.headers))
+    http = azure.http_request(call.method, call.url, call.body, {**call.headers, **(headers or {})})
     response = azure.call(lambda: pipeline.send_request(http), what)
     if (response.status_code == 404 and missing_ok) or (response.status_code == 403 and forbidden_ok):
         return None
@@ -409,9 +457,14 @@ def _is_blob_upload(call: HttpCall) -> bool:
     return call.url.startswith(SAS_CONTAINER)
 
 
-def _is_context_upload(call: HttpCall) -> bool:
-    """The build context upload (with the blob store's secret)."""
+def _is_store_upload(call: HttpCall) -> bool:
+    """An upload to the default blob store (a build context, a local input; with the store's secret)."""
     return call.url.startswith(STORE_CONTAINER)
+
+
+def _is_input_upload(call: HttpCall) -> bool:
+    """A local input's upload (its body names the input)."""
+    return _is_store_upload(call) and isinstance(call.body, dict) and "input" in call.body
 
 
 @dataclass(frozen=True)
@@ -445,38 +498,64 @@ class _CodeCalls:
 
 
 @dataclass(frozen=True)
-class _BuildCalls:
-    """The rendered build-context calls of a request (see `_build_calls`)."""
+class _Upload:
+    """One rendered upload to the blob store and the local folder or file the request records for it: the build
+    context (with the environment PUT that follows it) or an input (by name)."""
+
+    call: HttpCall
+    folder: packaging.CodeRef
+    input: str | None = None
+    register: HttpCall | None = None
+
+
+@dataclass(frozen=True)
+class _StoreCalls:
+    """The rendered calls of a request that use the default blob store (see `_store_calls`): the store's read and
+    its secret, then the build context's upload and environment PUT, and each local input's upload."""
 
     store: HttpCall
     secrets: HttpCall
-    upload: HttpCall
-    register: HttpCall
-    folder: packaging.CodeRef
+    uploads: tuple[_Upload, ...]
 
     @property
     def all(self) -> tuple[HttpCall, ...]:
-        return (self.store, self.secrets, self.upload, self.register)
+        made = (call for upload in self.uploads for call in (upload.call, upload.register) if call is not None)
+        return (self.store, self.secrets, *made)
 
     @classmethod
-    def of(cls, request: Request) -> _BuildCalls | None:
+    def of(cls, request: Request) -> _StoreCalls | None:
         calls = list(request.calls)
-        uploads = [i for i, call in enumerate(calls) if _is_context_upload(call)]
-        if not uploads:
+        at = [i for i, call in enumerate(calls) if _is_store_upload(call)]
+        if not at:
             return None
-        if request.build_context is None:
+        if request.build_context is None and any(not _is_input_upload(calls[i]) for i in at):
             raise SubmitError("the request uploads a build context but names no folder; render it again")
-        i = uploads[0]
-        if len(uploads) > 1 or i < 2 or i + 1 >= len(calls) - 1:
-            raise SubmitError(
-                "the request's build context calls are not in the order render makes them; render it again"
-            )
-        return cls(calls[i - 2], calls[i - 1], calls[i], calls[i + 1], request.build_context)
+        disorder = SubmitError("the request's blob store calls are not in the order render makes them; render it again")
+        first = at[0]
+        if first < 2 or not calls[first - 2].url.split("?")[0].endswith(f"/datastores/{BLOB_STORE}"):
+            raise disorder
+        uploads: list[_Upload] = []
+        for i in at:
+            call = calls[i]
+            if not _is_input_upload(call):  # the build context: first, its environment PUT right after it
+                if uploads or i + 1 >= len(calls) - 1 or request.build_context is None:
+                    raise disorder
+                uploads.append(_Upload(call, request.build_context, register=calls[i + 1]))
+                continue
+            name = str(call.body["input"])
+            ref = request.inputs.get(name)
+            if ref is None:
+                raise SubmitError(
+                    f"the request uploads input {name} but names no file or folder for it; render it again"
+                )
+            uploads.append(_Upload(call, ref, input=name))
+        return cls(calls[first - 2], calls[first - 1], tuple(uploads))
 
 
 def data_problem(direction: str, name: str, location: Any) -> Problem | None:
-    """Azure ML's own rules for a location: a local path (which azure-ai-ml would upload, and crosstrain does
-    not), and a version resolved at submit (which a rendered request cannot fix)."""
+    """Azure ML's own rules for a location: a local output (Azure writes outputs to a datastore), a local table
+    (crosstrain uploads files, folders and models, not an mltable), and a version resolved at submit (which a
+    rendered request cannot fix)."""
     if data.kind(location) == "local" and direction == "outputs":
         return data.refusal(
             direction,
@@ -485,14 +564,14 @@ def data_problem(direction: str, name: str, location: Any) -> Problem | None:
             "write azureml://datastores/<datastore>/paths/<path>, or leave `path` out (Azure ML picks a place in the "
             "workspace's default datastore)",
         )
-    if data.kind(location) == "local":
+    if data.kind(location) == "local" and location.type == "table":
         return data.refusal(
             direction,
             name,
-            f"{location.path} is a local path: azure-ai-ml would upload it to the workspace's datastore before the "
-            "job, and crosstrain uploads no data",
-            f"upload it once (az ml data create --name {name} --path {location.path} --type "
-            f"{_AZURE_DATA_TYPES[location.type]}) and write azureml:{name}:1",
+            f"{location.path} is a local path, and crosstrain uploads a local file or folder as a uri_file, "
+            "uri_folder, mlflow_model or custom_model input, not as an mltable",
+            f"register the table once (az ml data create --name {name} --path {location.path} --type mltable) and "
+            f"write azureml:{name}:1",
         )
     if location.path is not None and location.path.endswith("@latest"):
         return data.refusal(

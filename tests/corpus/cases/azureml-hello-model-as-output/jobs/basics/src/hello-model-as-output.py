@@ -1,0 +1,1 @@
+# Stands for the original's hello-model-as-output.py, which the command runs: the corpus compares requests.
