@@ -323,7 +323,7 @@ class LocalBackend(Backend[LocalSettings, None]):
         gpus_wanted = max((p.machine.gpus if p.machine else 0) for p in job.pools())
         notes += _assign_gpus(processes, nproc, gpus_wanted, emulation is None or emulation.gpus, self.environ)
         if bundle is not None:
-            notes += _run_staged(processes)
+            _run_staged(processes)
         _add_local_variables(processes, nodes * nproc, python)
         body: dict[str, Any] = {
             "identity": identity,
@@ -721,14 +721,12 @@ def _stage(code: CodeRef, folder: Path) -> str:
     return str(folder)
 
 
-def _run_staged(plan: list[Node]) -> list[str]:
-    """Bootstraps never install requirements here (the caller's environment is not the node's)."""
-    dropped = False
+def _run_staged(plan: list[Node]) -> None:
+    """Bootstraps never install requirements here (the caller's environment is not the node's; the render's note
+    on the bundle's requirements says so once)."""
     for node in plan:
         if "--install" in node.argv[: node.argv.index("--") if "--" in node.argv else 0]:
             node.argv = [a for i, a in enumerate(node.argv) if not (a == "--install" and i < node.argv.index("--"))]
-            dropped = True
-    return ["the nodes would pip-install the requirements first; here they are not installed"] if dropped else []
 
 
 def _add_local_variables(plan: list[Node], processes: int, python: str) -> None:
