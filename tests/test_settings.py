@@ -208,7 +208,7 @@ def test_a_bad_value_from_anywhere_but_the_job_file_says_where_it_came_from() ->
         resolve_settings(CloudSettings, "cloud", environ={"CLOUD_PROJECT": "p"}, overrides={"replicas_cap": "many"})
     [problem] = err.value.problems
     assert problem.path == "targets.cloud.replicas_cap"
-    assert problem.message.endswith("(from --set)")
+    assert problem.message.endswith("(given as an override: --set, or settings passed in Python)")
 
 
 def test_the_python_api_picks_a_profile_with_config_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -152,7 +152,9 @@ def resolve_settings(
                 hint += [f"`crosstrain config set {target}.{key} VALUE`"]
                 problems[i] = Problem(p.path, f"{target} needs `{key}`", "set it with " + ", ".join(hint))
             elif p.path == f"targets.{target}.{key}" and given.get(key, (None, JOB_FILE))[1] != JOB_FILE:
-                problems[i] = Problem(p.path, f"{p.message} (from {given[key][1]})", p.fix)
+                origin = given[key][1]
+                said = "given as an override: --set, or settings passed in Python" if origin == OVERRIDE else origin
+                problems[i] = Problem(p.path, f"{p.message} ({said})", p.fix)
         raise SpecError(problems) from None
 
 

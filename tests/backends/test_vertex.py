@@ -380,7 +380,9 @@ def test_a_staging_bucket_that_is_not_one_says_why(target: str, bucket: str, why
         create_backend(target, environ={}).render(job(), {**SETTINGS, "staging_bucket": bucket})
     [problem] = error.value.problems
     assert problem.path == f"targets.{target}.staging_bucket"
-    assert problem.message == f"{bucket!r} is not a Cloud Storage location: {why}"
+    # the value came from the caller's settings, not the job file: the message says so
+    override = "(given as an override: --set, or settings passed in Python)"
+    assert problem.message == f"{bucket!r} is not a Cloud Storage location: {why} {override}"
     assert problem.fix == "write gs://BUCKET or gs://BUCKET/PREFIX"
 
 
