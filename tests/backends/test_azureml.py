@@ -66,8 +66,6 @@ from tests.backends.azureml_cloud import (
     AzureMLTransport,
     FakeCredential,
     LoopbackTransport,
-    azurite,
-    azurite_command,
     blob_container,
     user_token,
 )
@@ -1046,19 +1044,6 @@ def test_az_yaml_is_derived_from_the_request_alone() -> None:
 
 
 # -- code: a code asset, as `command(code=DIR)` makes it -----------------------------------------------------
-@pytest.fixture(scope="module")
-def azurite_url() -> Iterator[str]:
-    """A real Azurite (npm) for this module's uploads; see `azureml_cloud.azurite_command` for where it is found."""
-    command = azurite_command()
-    if command is None:
-        message = (
-            "azurite-blob not found: npm install azurite (noxfile's tests session does), or set CROSSTRAIN_AZURITE"
-        )
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(message)
-    with azurite(command) as url:
-        yield url
-
-
 def code_folder(root: Path) -> Path:
     """A small project: two modules, data and bytecode its .gitignore leaves out, an .amlignore'd file."""
     folder = root / "project"

@@ -10,7 +10,6 @@ import functools
 import io
 import json
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,6 @@ from tests.backends.azureml_cloud import (
     AzureMLTransport,
     FakeCredential,
     LoopbackTransport,
-    azurite,
-    azurite_command,
     blob_container,
 )
 from tests.backends.validators import azureml as azureml_problems
@@ -58,16 +55,6 @@ def _quiet_sdk() -> Iterator[None]:
     logging.disable(logging.WARNING)
     yield
     logging.disable(logging.NOTSET)
-
-
-@pytest.fixture(scope="module")
-def azurite_url() -> Iterator[str]:
-    command = azurite_command()
-    if command is None:
-        message = "azurite-blob not found: npm install azurite, or set CROSSTRAIN_AZURITE"
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(message)
-    with azurite(command) as url:
-        yield url
 
 
 def context(root: Path) -> Path:

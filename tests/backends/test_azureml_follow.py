@@ -5,7 +5,6 @@ job's status naming the failing rank and the kind of failure."""
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,8 +22,6 @@ from tests.backends.azureml_cloud import (
     AzureMLTransport,
     FakeCredential,
     LoopbackTransport,
-    azurite,
-    azurite_command,
 )
 
 SETTINGS = {**WORKSPACE, "compute": "gpu-cluster"}
@@ -35,16 +32,6 @@ def _quiet_sdk() -> Iterator[None]:
     logging.disable(logging.WARNING)
     yield
     logging.disable(logging.NOTSET)
-
-
-@pytest.fixture(scope="module")
-def azurite_url() -> Iterator[str]:
-    command = azurite_command()
-    if command is None:
-        message = "azurite-blob not found: npm install azurite, or set CROSSTRAIN_AZURITE"
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(message)
-    with azurite(command) as url:
-        yield url
 
 
 def backend(service: AzureMLService, azurite_url: str) -> AzureMLBackend:
