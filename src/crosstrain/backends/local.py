@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import hashlib
 import importlib.util
 import os
@@ -218,16 +219,18 @@ class LocalBackend(Backend[LocalSettings, None]):
             declared = getattr(job, direction)
             for name in getattr(settings, direction):
                 if name not in declared:
-                    import difflib
-
                     close = difflib.get_close_matches(name, list(declared), n=1)
+                    if close:
+                        fix = f"did you mean {close[0]}?"
+                    elif declared:
+                        fix = f"name one of the job's {direction}: {', '.join(declared)}"
+                    else:
+                        fix = f"remove it: the job declares no {direction}"
                     problems.append(
                         Problem(
                             f"targets.local.{direction}.{name}",
                             f"the job has no {direction[:-1]} {name!r} to stand in for",
-                            f"did you mean {close[0]}?"
-                            if close
-                            else f"name one of the job's {direction}: {', '.join(declared) or 'it has none'}",
+                            fix,
                         )
                     )
         for direction, name, location in data.locations(job):
