@@ -186,6 +186,8 @@ def test_vertex_mounts_cloud_storage_under_gcs_in_the_command_args_and_env() -> 
         ("local", "gs://bkt/d", "inputs.train", "local paths only"),
         ("local", "s3://b/d", "inputs.train", "copy the data here"),
         ("local", "./no-such-folder", "inputs.train.path", "does not exist"),
+        ("local", "./" + "9" * 5000, "inputs.train.path", "cannot be read here: File name too long"),  # fuzzed
+        ("azureml", "./" + "9" * 5000, "inputs.train.path", "too long"),
     ],
 )
 def test_a_location_a_target_cannot_reach_is_refused_with_the_reason(

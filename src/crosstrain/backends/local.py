@@ -53,6 +53,7 @@ from crosstrain.secrets import SECRET_STORES
 from crosstrain.settings import TargetSettings
 from crosstrain.spec import Launch, TrainingJob
 from crosstrain.spec_fields import Machine, SecretRef
+from crosstrain.untrusted import excerpt
 
 #: Plain torchrun on every node: the emulation no platform declares.
 TORCHRUN = "torchrun"
@@ -236,14 +237,10 @@ class LocalBackend(Backend[LocalSettings, None]):
         for direction, name, location in data.locations(job):
             stand_in = getattr(settings, direction).get(name)
             if stand_in is not None:
-                if direction == "inputs" and not (job.base_dir / stand_in).exists():
+                why = _unreadable(job.base_dir, stand_in) if direction == "inputs" else None
+                if why:
                     problems.append(
-                        Problem(
-                            f"targets.local.inputs.{name}",
-                            f"{stand_in} does not exist here ({job.base_dir / stand_in}; a relative path is read "
-                            "from the job file's folder)",
-                            "create it, or name the local copy of the data",
-                        )
+                        Problem(f"targets.local.inputs.{name}", why, "create it, or name the local copy of the data")
                     )
                 continue
             if location.path is None:
@@ -260,15 +257,10 @@ class LocalBackend(Backend[LocalSettings, None]):
                         "file)",
                     )
                 )
-            elif direction == "inputs" and not (job.base_dir / str(location.path)).exists():
+            elif direction == "inputs" and (why := _unreadable(job.base_dir, str(location.path))):
                 problems.append(
                     data.refusal(
-                        direction,
-                        name,
-                        f"{location.path} does not exist here ({job.base_dir / str(location.path)}; a relative "
-                        "path is read from the job file's folder)",
-                        "create it, or point the input at a local copy of the data",
-                        "path",
+                        direction, name, why, "create it, or point the input at a local copy of the data", "path"
                     )
                 )
         return problems
@@ -710,6 +702,17 @@ def _assign_gpus(plan: list[Node], nproc: int, wanted: int, per_node: bool, envi
             process.env["CUDA_VISIBLE_DEVICES"] = ""
         return [f"the job's GPUs are not all here ({len(gpus)} for {nodes * nproc} ranks): ranks use gloo on the CPU"]
     return ["this machine has no GPU: ranks use gloo on the CPU"]
+
+
+def _unreadable(base: Path, path: str) -> str | None:
+    """Why a local input cannot be read here (it is missing, or the system refuses its name), or None."""
+    shown = excerpt(path)
+    try:
+        if (base / path).exists():
+            return None
+    except OSError as exc:  # a name longer than the system takes, and the like
+        return f"{shown} cannot be read here: {exc.strerror or exc}"
+    return f"{shown} does not exist here (a relative path is read from the job file's folder, {base})"
 
 
 def _stage(code: CodeRef, folder: Path) -> str:
