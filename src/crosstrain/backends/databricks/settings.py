@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import urlparse
 
 from pydantic import Field, field_validator
-from pydantic_core import PydanticCustomError
 
 from crosstrain import packaging, uploads
+from crosstrain.backends._databricks import check_host, check_volume, check_workspace_dir
 from crosstrain.environments import Runtime, Runtimes
 from crosstrain.records import JobState
-from crosstrain.safe import redact
 from crosstrain.settings import TargetSettings, setting
 
 if TYPE_CHECKING:
@@ -94,7 +93,6 @@ RUNTIMES = Runtimes(
     ),
     "targets.databricks.spark_version",
 )
-_VOLUME = re.compile(r"/Volumes/[^/]+/[^/]+/[^/]+(/.*)?")
 
 
 class DatabricksSettings(TargetSettings):
@@ -138,48 +136,21 @@ class DatabricksSettings(TargetSettings):
         "archive, under code/<sha of the bundle>/: for archives over the workspace import's 10 MB.",
     )
 
+    # The checks are shared with the AI Runtime target (`crosstrain.backends._databricks`).
     @field_validator("volume")
     @classmethod
     def _volume(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        folder = value.rstrip("/")
-        if not _VOLUME.fullmatch(folder):
-            raise PydanticCustomError(
-                "crosstrain",
-                f"{value!r} is not a Unity Catalog volume folder",
-                {"fix": "use /Volumes/<catalog>/<schema>/<volume>, optionally with a folder under it"},
-            )
-        try:
-            return uploads.check_destination(folder, "volume", absolute=True)
-        except uploads.UploadRefused as refused:
-            problem = refused.problem
-            raise PydanticCustomError("crosstrain", problem.message.replace("{", "{{"), {"fix": problem.fix}) from None
+        return check_volume(value)
 
     @field_validator("host")
     @classmethod
     def _host(cls, value: str) -> str:
-        value = value.strip().rstrip("/")
-        url = urlparse(value if "://" in value else f"https://{value}")
-        if url.scheme not in ("http", "https") or not url.hostname or url.path not in ("", "/"):
-            raise ValueError(
-                f"{redact(value)!r} is not a workspace URL; use one such as https://dbc-1234.cloud.databricks.com"
-            )
-        return f"{url.scheme}://{url.netloc}"
+        return check_host(value)
 
     @field_validator("workspace_dir")
     @classmethod
     def _workspace_dir(cls, value: str) -> str:
-        folder = value.rstrip("/")
-        if not folder.startswith("/Workspace/"):
-            raise PydanticCustomError(
-                "crosstrain", f"{value!r} is not a workspace folder", {"fix": "use a folder under /Workspace/"}
-            )
-        try:
-            return uploads.check_destination(folder, "workspace_dir", absolute=True)
-        except uploads.UploadRefused as refused:
-            problem = refused.problem
-            raise PydanticCustomError("crosstrain", problem.message.replace("{", "{{"), {"fix": problem.fix}) from None
+        return check_workspace_dir(value)
 
     def resolved_cloud(self) -> Cloud | None:
         if self.cloud:
