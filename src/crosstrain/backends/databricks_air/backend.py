@@ -1,0 +1,302 @@
+"""The Databricks AI Runtime backend: render the one-time run with an `ai_runtime_task` from the plan, upload the
+code and the command script, submit, follow the run."""
+
+from __future__ import annotations
+
+import base64
+import shlex
+from typing import Any
+from urllib.parse import quote
+
+from crosstrain import packaging
+from crosstrain.backends._databricks import _check_call
+from crosstrain.backends.base import (
+    FINGERPRINT_WHY,
+    IDENTITY_WHY,
+    NODES_WHY,
+    Backend,
+    Capabilities,
+    Ids,
+    archive_bootstrap,
+    bundle_command,
+    launcher_command,
+)
+from crosstrain.backends.databricks_air.plan import Plan, _plan
+from crosstrain.backends.databricks_air.settings import DatabricksAIRSettings
+from crosstrain.data import Placement, Reach
+from crosstrain.errors import Problem, Unsupported
+from crosstrain.records import HttpCall, JobHandle, JobStatus, Request
+from crosstrain.spec import TrainingJob
+
+#: The command script's name, beside which nothing else is written (the service runs it on every node).
+COMMAND_SCRIPT = "command.sh"
+_JSON = {"Accept": "application/json", "Content-Type": "application/json"}
+
+
+def command_script(job: TrainingJob, plan: Plan, archive: str, ids: Ids) -> str:
+    """The script every node runs (`command_path`): the job's variables exported, then the code archive unpacked
+    from the path every node reads (workspace files or the volume) by crosstrain's bootstrap, which runs
+    crosstrain's launcher (one process per GPU) from the code folder with the job's command."""
+    pool = plan.pool
+    command = [*(pool.command or []), *pool.args]
+    launched = launcher_command(command, nproc_per_node=plan.gpus_per_node)
+    # With a custom image the run has no environment to install into: the bootstrap pip-installs them.
+    install = bool(pool.image) and bool(plan.dependencies)
+    argv = ["python3", "-c", archive_bootstrap(), archive, *bundle_command(launched, install=install)[3:]]
+    env = dict(pool.env)
+    if job.output_dir:
+        env["CROSSTRAIN_OUTPUT_DIR"] = job.output_dir
+    lines = [
+        "#!/bin/bash",
+        f"# Written by crosstrain for {ids.identity}: run on every node of the AI Runtime run.",
+        "set -euo pipefail",
+        *(f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())),
+        "exec " + shlex.join(argv),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class DatabricksAIRBackend(Backend[DatabricksAIRSettings, Plan]):
+    """Databricks AI Runtime (serverless GPU) runs. Example: `crosstrain submit job.yaml -t databricks-air`."""
+
+    # Serverless nodes see Unity Catalog volumes as files; another cloud's URI reaches the code as is.
+    data_placement = Placement(
+        "Databricks AI Runtime",
+        {
+            "volume": Reach(
+                frozenset({None, "mount", "direct"}),
+                "every node sees it as files (FUSE) and reads and writes it in place, with no copy",
+                "mount (the default) or direct",
+            ),
+            **dict.fromkeys(
+                ("gs", "azure", "s3"),
+                Reach(
+                    frozenset({"direct"}),
+                    "AI Runtime nodes see only /Volumes/ and /Workspace/ as files; a cloud URI reaches the code as is",
+                    "direct, or put the data in a Unity Catalog volume (/Volumes/...)",
+                ),
+            ),
+        },
+        "/Volumes/..., or cloud URIs with mode: direct",
+        azure_types_fix="use type: folder or file (or read a Unity Catalog table in the code)",
+    )
+    name = "databricks-air"
+    title = "Databricks AI Runtime (serverless GPU)"
+    extra = "databricks"
+    settings_model = DatabricksAIRSettings
+    handle_ref = {"host": str, "run_id": int}
+    capabilities = Capabilities(
+        logs=False,
+        dedupes_create=True,  # runs/submit's idempotency_token
+        launch_modes=frozenset({"auto", "per-process"}),  # crosstrain's launcher starts one process per GPU
+        frameworks=frozenset({"pytorch", "deepspeed"}),
+        code=True,  # the archive on workspace files or a volume, unpacked on each node by the command script
+        requirements=True,  # environments[].spec.dependencies
+    )
+    identity_max_len = 64  # the longest idempotency_token Databricks takes
+    patch_schema = "crosstrain.backends.databricks_air"
+    owned_fields = {
+        ("idempotency_token",): IDENTITY_WHY,
+        ("tasks", 0, "ai_runtime_task", "mlflow_run"): IDENTITY_WHY,
+        ("tasks", 0, "ai_runtime_task", "deployments", 0, "command_path"): FINGERPRINT_WHY,
+        ("tasks", 0, "ai_runtime_task", "deployments", 0, "compute", "accelerator_count"): NODES_WHY,
+    }
+    planned_fields = {
+        ("tasks", "*"): "the run's one task",
+        ("tasks", 0, "ai_runtime_task"): "the AI Runtime task the job is planned as",
+        ("tasks", 0, "ai_runtime_task", "deployments", 0, "compute"): "the nodes' accelerators (set `machine`)",
+    }
+
+    def plan(self, job: TrainingJob, settings: DatabricksAIRSettings) -> Plan:
+        plan, problems = _plan(job, settings)
+        if plan is None or problems:
+            raise Unsupported(self.name, problems)
+        return plan
+
+    def platform_refusals(self, job: TrainingJob, settings: DatabricksAIRSettings) -> list[Problem]:
+        pool = job.pools()[0]
+        problems = []
+        for path, value, message, fix in (
+            (
+                "network",
+                job.network,
+                "AI Runtime runs on serverless compute in the workspace's network; a job cannot choose one",
+                "remove `network`",
+            ),
+            (
+                "scheduling.max_wait",
+                job.scheduling.max_wait,
+                "Databricks one-time runs have no start deadline",
+                "remove `scheduling.max_wait`; `scheduling.timeout` bounds the whole run",
+            ),
+            (
+                f"{pool.role}.boot_disk",
+                pool.boot_disk,
+                "AI Runtime sizes its nodes' disks itself",
+                "remove `boot_disk`",
+            ),
+            (
+                "env.CUDA_VISIBLE_DEVICES",
+                "CUDA_VISIBLE_DEVICES" in pool.env,
+                "crosstrain's launcher gives each process its GPU; a preset CUDA_VISIBLE_DEVICES overrides that",
+                "remove CUDA_VISIBLE_DEVICES",
+            ),
+        ):
+            if value:
+                problems.append(Problem(path, message, fix))
+        return problems
+
+    def _render(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan, ids: Ids) -> Request:
+        host, bundle = settings.host, plan.bundle
+        calls = self._archive_calls(bundle, plan.archive_size, settings)
+        root = settings.volume or settings.workspace_dir
+        archive = f"{root}/code/{bundle.short}/{packaging.ARCHIVE_NAME}"
+        # The script's folder names the run and its request: a re-submit of another request never overwrites the
+        # script the existing run reads, and the run read back says which request made it.
+        folder = f"{settings.workspace_dir}/air/{ids.identity}/{ids.fingerprint}"
+        script = f"{folder}/{COMMAND_SCRIPT}"
+        content = base64.b64encode(command_script(job, plan, archive, ids).encode()).decode()
+        calls += [
+            _check_call(host, script, f"skip the two calls below when {script} is there (the path names the run)"),
+            HttpCall(
+                "POST", f"{host}/api/2.0/workspace/mkdirs", {"path": folder}, _JSON, purpose="the script's folder"
+            ),
+            HttpCall(
+                "POST",
+                f"{host}/api/2.0/workspace/import",
+                {"path": script, "content": content, "format": "AUTO", "overwrite": True},
+                _JSON,
+                purpose="upload the command script every node runs (command_path)",
+            ),
+        ]
+        compute: dict[str, Any] = {
+            "accelerator_type": plan.accelerator_type,
+            "accelerator_count": plan.accelerator_count,
+        }
+        if settings.provisioned_capacity_id:
+            compute["provisioned_capacity_id"] = settings.provisioned_capacity_id
+        task_spec: dict[str, Any] = {
+            "experiment": settings.experiment or job.name,
+            "mlflow_run": ids.identity,
+            "deployments": [{"name": "worker", "command_path": script, "compute": compute}],
+        }
+        if settings.experiment_directory:
+            task_spec["mlflow_experiment_directory"] = settings.experiment_directory
+        if settings.priority_class:
+            task_spec["priority_class"] = settings.priority_class
+        if plan.pool.image:
+            task_spec["docker_image_url"] = plan.pool.image
+        task: dict[str, Any] = {
+            "task_key": "train",
+            "ai_runtime_task": task_spec,
+            "max_retries": job.scheduling.max_restarts or 0,
+        }
+        body: dict[str, Any] = {
+            "run_name": job.name,
+            "idempotency_token": ids.identity,
+            "timeout_seconds": job.scheduling.timeout or 0,
+            "tasks": [task],
+        }
+        if not plan.pool.image:  # a custom image carries its own environment
+            spec: dict[str, Any] = {"environment_version": settings.environment_version}
+            if plan.dependencies:
+                spec["dependencies"] = list(plan.dependencies)
+            task["environment_key"] = "default"
+            body["environments"] = [{"environment_key": "default", "spec": spec}]
+        if job.identity:
+            principal = "user_name" if "@" in job.identity else "service_principal_name"
+            body["run_as"] = {principal: job.identity}
+        calls.append(
+            HttpCall(
+                "POST",
+                f"{host}/api/2.2/jobs/runs/submit",
+                body,
+                _JSON,
+                purpose="submit the one-time run; a known idempotency_token returns the existing run (submit then "
+                "reads it back and checks the fingerprint in its command_path)",
+            )
+        )
+        notes = [
+            f"{plan.nodes} node(s) of {plan.accelerator_type}: {plan.accelerator_count} accelerators in all; every "
+            f"node runs {script}, whose launcher starts {plan.gpus_per_node} process(es) per node",
+            f"ships {bundle.describe()}",
+        ]
+        if job.labels:
+            notes.append("labels: a one-time AI Runtime run carries no tags, so the job's labels are not sent")
+        if plan.pool.image and plan.dependencies:
+            notes.append("the image runs the bootstrap with --install: it pip-installs the requirements (needs pip)")
+        return Request(
+            self.name,
+            ids.identity,
+            job.name,
+            tuple(calls),
+            settings.model_dump(mode="json"),
+            tuple(notes),
+            code=bundle.ref if job.code is not None or job.function_payload is not None else None,
+        )
+
+    @staticmethod
+    def _archive_calls(bundle: packaging.Bundle, size: int | None, settings: DatabricksAIRSettings) -> list[HttpCall]:
+        """The code archive's upload, after a check that skips it when its content-addressed path is there."""
+        host, headers = settings.host, {"Accept": "application/json"}
+        described: dict[str, Any] = {
+            "archive": packaging.ARCHIVE_NAME,
+            "sha256 of the bundle": bundle.digest,
+            "user files": len(bundle.user_files),
+            "user bytes": bundle.size,
+        }
+        if size is not None:
+            described["bytes"] = size
+        if settings.volume:
+            folder = f"{settings.volume}/code/{bundle.short}"
+            archive = f"{folder}/{packaging.ARCHIVE_NAME}"
+            return [
+                HttpCall(
+                    "HEAD",
+                    f"{host}/api/2.0/fs/files{quote(archive)}",
+                    None,
+                    headers,
+                    purpose="skip the two calls below when the archive is there (its path names its content)",
+                ),
+                HttpCall(
+                    "PUT",
+                    f"{host}/api/2.0/fs/directories{quote(folder)}",
+                    None,
+                    headers,
+                    purpose="create the bundle's volume folder (Files API)",
+                ),
+                HttpCall(
+                    "PUT",
+                    f"{host}/api/2.0/fs/files{quote(archive)}?overwrite=true",
+                    {"path": archive, "content": described},
+                    {**headers, "Content-Type": "application/octet-stream"},
+                    purpose="upload the code archive to the volume (Files API; the body is the archive's bytes)",
+                ),
+            ]
+        folder = f"{settings.workspace_dir}/code/{bundle.short}"
+        archive = f"{folder}/{packaging.ARCHIVE_NAME}"
+        return [
+            _check_call(
+                host, archive, "skip the two calls below when the archive is there (its path names its content)"
+            ),
+            HttpCall(
+                "POST",
+                f"{host}/api/2.0/workspace/mkdirs",
+                {"path": folder},
+                {**headers, "Content-Type": "application/json"},
+                purpose="create the bundle's workspace folder",
+            ),
+            HttpCall(
+                "POST",
+                f"{host}/api/2.0/workspace/import",
+                {"path": archive, "format": "AUTO", "overwrite": True, "content": described},
+                {**headers, "Content-Type": "multipart/form-data"},
+                purpose="upload the code archive as a workspace file (multipart; the content is its bytes)",
+            ),
+        ]
+
+    def send(self, request: Request) -> JobHandle:
+        raise NotImplementedError("submitting to databricks-air is not built yet: render the request only")
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        raise NotImplementedError("following databricks-air runs is not built yet")
