@@ -7,6 +7,7 @@ Regenerate the golden files with `CROSSTRAIN_UPDATE_GOLDEN=1 pytest tests/backen
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import shlex
@@ -20,6 +21,8 @@ import pytest
 
 from crosstrain.backends._databricks import runtime_bundle
 from crosstrain.backends.base import Backend
+from crosstrain.backends.databricks_air import backend as air_backend
+from crosstrain.backends.databricks_air import plan as air_plan
 from crosstrain.errors import SpecError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.records import Request
@@ -123,6 +126,9 @@ def _stable(request: Request) -> str:
         elif isinstance(content, str):
             call["body"]["content"] = "<the command script, base64>"
     text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    if request.code is not None:  # a code bundle's digest names crosstrain's runtime too, and so does the identity
+        text = text.replace(request.code.digest[:32], "<code bundle>").replace(request.fingerprint, "<fingerprint>")
+        text = text.replace(request.identity, "<identity>")
     return text.replace(runtime.short, "<runtime bundle>")
 
 
@@ -233,6 +239,23 @@ def test_the_bootstrap_in_the_script_unpacks_the_archive_and_runs_the_command(tm
     assert "ran in src ['--x', '1']" in out.stdout
     with tarfile.open(archive) as tar:
         assert any(name.endswith("crosstrain/launch.py") for name in tar.getnames())
+
+
+def test_the_identity_does_not_move_with_crosstrains_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job without `code:` ships crosstrain's runtime alone: another runtime (another crosstrain version) uploads
+    another archive under another path, and the job keeps its identity, so a re-submit adopts its run."""
+    from crosstrain.backends import _databricks, base
+
+    before = render(H100_JOB)
+    other = dataclasses.replace(runtime_bundle(), digest="f" * 64)
+    monkeypatch.setattr(_databricks, "runtime_bundle", lambda: other)
+    monkeypatch.setattr(air_backend, "runtime_bundle", lambda: other)
+    monkeypatch.setattr(air_plan, "runtime_bundle", lambda: other)
+    monkeypatch.setattr(air_plan, "archive_of", lambda bundle: b"x" * 10)
+    monkeypatch.setattr(air_backend, "archive_bootstrap", lambda: base.archive_bootstrap() + "# another\n")
+    after = render(H100_JOB)
+    assert after.calls[0].url != before.calls[0].url  # another archive
+    assert after.identity == before.identity
 
 
 def test_refusals_name_the_field_and_the_fix() -> None:

@@ -4,12 +4,13 @@ code and the command script, submit, follow the run."""
 from __future__ import annotations
 
 import base64
+import json
 import shlex
 from typing import Any
 from urllib.parse import quote
 
 from crosstrain import packaging
-from crosstrain.backends._databricks import _check_call
+from crosstrain.backends._databricks import _check_call, runtime_bundle
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -294,6 +295,23 @@ class DatabricksAIRBackend(Backend[DatabricksAIRSettings, Plan]):
                 purpose="upload the code archive as a workspace file (multipart; the content is its bytes)",
             ),
         ]
+
+    def fingerprint_view(self, request: Request) -> Any:
+        """Every call as sent, with crosstrain's runtime (the archive of a job without `code:`, and the bootstrap
+        program in the command script) named by a placeholder: which crosstrain version carries the job says
+        nothing about the job, so upgrading crosstrain does not start a new run of it. (A job with `code:` ships
+        its folder and the runtime in one bundle, whose digest names both.)"""
+        runtime = runtime_bundle()
+        view = super().fingerprint_view(request)
+        for call in view:
+            content = (call.get("body") or {}).get("content")
+            if isinstance(content, dict) and content.get("sha256 of the bundle") == runtime.digest:
+                call["body"]["content"] = {"archive": content.get("archive"), "crosstrain runtime": True}
+            elif isinstance(content, str):  # the command script, read as text
+                text = base64.b64decode(content).decode()
+                call["body"]["content"] = text.replace(shlex.quote(archive_bootstrap()), "<crosstrain bootstrap>")
+        text = json.dumps(view, sort_keys=True).replace(runtime.short, "<crosstrain runtime>")
+        return json.loads(text)
 
     def send(self, request: Request) -> JobHandle:
         raise NotImplementedError("submitting to databricks-air is not built yet: render the request only")
