@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import urlparse
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from crosstrain import packaging, uploads
-from crosstrain.backends._databricks import check_host, check_volume, check_workspace_dir
+from crosstrain.backends._databricks import WorkspaceSettings
 from crosstrain.environments import Runtime, Runtimes
 from crosstrain.records import JobState
-from crosstrain.settings import TargetSettings, setting
+from crosstrain.settings import setting
 
 if TYPE_CHECKING:
     pass
@@ -95,16 +95,8 @@ RUNTIMES = Runtimes(
 )
 
 
-class DatabricksSettings(TargetSettings):
-    host: str = setting(
-        description="Workspace URL, e.g. https://dbc-1234.cloud.databricks.com.", env=("DATABRICKS_HOST",)
-    )
-    profile: str | None = setting(
-        None,
-        description="~/.databrickscfg profile for authentication (DATABRICKS_TOKEN and the other unified-auth "
-        "variables are read by the Databricks SDK itself).",
-        env=("DATABRICKS_CONFIG_PROFILE",),
-    )
+class DatabricksSettings(WorkspaceSettings):
+    # host, profile, workspace_dir, volume and their checks: the shared `WorkspaceSettings`.
     cloud: Cloud | None = setting(
         None,
         description="The workspace's cloud, which picks node types from the catalog; read from the host "
@@ -130,27 +122,6 @@ class DatabricksSettings(TargetSettings):
         description="Workspace folder that submit uploads to: the code archive and crosstrain's launcher under "
         "code/<sha of the bundle>/, a lone local training file under <identity>/<sha of the file>/.",
     )
-    volume: str | None = setting(
-        None,
-        description="A Unity Catalog volume folder (/Volumes/<catalog>/<schema>/<volume>[/folder]) for the code "
-        "archive, under code/<sha of the bundle>/: for archives over the workspace import's 10 MB.",
-    )
-
-    # The checks are shared with the AI Runtime target (`crosstrain.backends._databricks`).
-    @field_validator("volume")
-    @classmethod
-    def _volume(cls, value: str | None) -> str | None:
-        return check_volume(value)
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str) -> str:
-        return check_host(value)
-
-    @field_validator("workspace_dir")
-    @classmethod
-    def _workspace_dir(cls, value: str) -> str:
-        return check_workspace_dir(value)
 
     def resolved_cloud(self) -> Cloud | None:
         if self.cloud:
