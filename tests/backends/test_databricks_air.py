@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,11 +24,13 @@ from crosstrain.backends._databricks import runtime_bundle
 from crosstrain.backends.base import Backend
 from crosstrain.backends.databricks_air import backend as air_backend
 from crosstrain.backends.databricks_air import plan as air_plan
-from crosstrain.errors import SpecError, Unsupported
+from crosstrain.backends.loopback import LoopbackPlatform
+from crosstrain.errors import IdentityConflict, SpecError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
-from crosstrain.records import Request
+from crosstrain.records import JobHandle, JobState, Request
 from crosstrain.registry import create_backend
-from crosstrain.testing.conformance import BackendConformance, merge
+from crosstrain.testing.conformance import BackendConformance, SendConformance, merge
+from tests.backends.databricks_workspace import DatabricksAIRPlatform
 from tests.backends.validators import violations
 
 GOLDEN = Path(__file__).parent / "golden" / "databricks-air"
@@ -292,3 +295,84 @@ def test_an_image_carries_its_environment_and_the_bootstrap_installs_requirement
     assert spec["deployments"][0]["compute"]["provisioned_capacity_id"] == "pc-123"
     assert body["run_as"] == {"user_name": "trainer@example.com"}
     assert body["tasks"][0]["max_retries"] == 2
+
+
+# -- submit, status, cancel, list: the real WorkspaceClient against the loopback workspace ---------------------
+@pytest.fixture
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ambient Databricks credentials or profiles: the test's client is the only one."""
+    for name in list(os.environ):
+        if name.startswith("DATABRICKS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+class TestDatabricksAIRSends(SendConformance):
+    target = "databricks-air"
+    job_changes: ClassVar[dict[str, Any]] = {"primary": {"machine": "H100:8"}}
+    reports_adoption = False  # runs/submit answers a known token exactly as a new one
+
+    @pytest.fixture
+    def platform(self, clean_env: None) -> Iterator[LoopbackPlatform]:
+        with DatabricksAIRPlatform() as running:
+            yield running
+
+
+def _submitted(platform: DatabricksAIRPlatform, job: dict[str, Any]) -> tuple[Request, JobHandle]:
+    backend_ = platform.backend()
+    request = backend_.render(job_from_dict(job), dict(platform.settings))
+    return request, backend_.send(request)
+
+
+def test_submit_uploads_the_archive_and_the_script_and_runs_it(clean_env: None, tmp_path: Path) -> None:
+    with DatabricksAIRPlatform() as platform:
+        request, handle = _submitted(platform, {**H100_JOB, "workers": {"replicas": 1}})
+        files = platform.workspace.files
+        script = request.create.body["tasks"][0]["ai_runtime_task"]["deployments"][0]["command_path"]
+        assert files[script].decode() == _script(request)
+        archive = _exec(_script(request))[4]
+        assert archive in files  # the archive the script unpacks is the one uploaded
+        (submitted,) = platform.workspace.submits()
+        assert submitted == request.create.body  # the SDK sent the rendered body as it is
+        assert handle.ref["run_id"] == int(handle.job_id)
+        again = platform.backend().send(request)  # a re-submit: the token returns the run, nothing is uploaded
+        assert again.job_id == handle.job_id
+        assert len(platform.workspace.runs) == 1
+
+
+def test_status_says_what_the_run_waits_for(clean_env: None) -> None:
+    with DatabricksAIRPlatform() as platform:
+        platform.workspace.air_status = "Waiting for GPU compute: 16 x GPU_8xH100"
+        _, handle = _submitted(platform, H100_JOB)
+        platform.set_state(handle, "PENDING")
+        status = platform.backend().status(handle)
+        assert status.state is JobState.QUEUED
+        assert status.message == "Waiting for GPU compute: 16 x GPU_8xH100"
+
+
+def test_a_failed_run_says_why(clean_env: None) -> None:
+    with DatabricksAIRPlatform() as platform:
+        _, handle = _submitted(platform, H100_JOB)
+        platform.set_state(handle, "TERMINATED/FAILED")
+        platform.workspace.output = {"error": "exit code 1", "error_trace": "Traceback\nValueError: bad lr"}
+        status = platform.backend().status(handle)
+        assert status.state is JobState.FAILED
+        assert "exit code 1" in status.message
+        assert "ValueError: bad lr" in status.message
+
+
+def test_list_finds_the_runs_crosstrain_made_and_cancel_stops_one(clean_env: None) -> None:
+    with DatabricksAIRPlatform() as platform:
+        request, handle = _submitted(platform, H100_JOB)
+        platform.workspace.submit({"run_name": "not ours", "tasks": [{"task_key": "x"}]})
+        listed = list(platform.backend().list_jobs(dict(platform.settings)))
+        assert [(s.identity, s.handle and s.handle.job_id) for s in listed] == [(request.identity, handle.job_id)]
+        platform.backend().cancel(handle)
+        assert platform.backend().status(handle).state is JobState.CANCELLED
+
+
+def test_a_re_submit_of_another_request_under_the_identity_is_refused(clean_env: None) -> None:
+    with DatabricksAIRPlatform() as platform:
+        _submitted(platform, {**H100_JOB, "run_id": "r1"})
+        with pytest.raises(IdentityConflict):
+            _submitted(platform, {**H100_JOB, "run_id": "r1", "env": {"LR": "0.1"}})

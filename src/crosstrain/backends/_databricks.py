@@ -30,7 +30,7 @@ from crosstrain import packaging, uploads
 from crosstrain.backends.base import Backend
 from crosstrain.backends.binding import Binding, Configured, origin_of, shown
 from crosstrain.errors import Problem, SpecError, SubmitError
-from crosstrain.records import HttpCall, JobHandle, Request
+from crosstrain.records import HttpCall, JobHandle, JobState, Request
 from crosstrain.safe import redact
 from crosstrain.schemas.generate import Node, sdk_version
 from crosstrain.settings import TargetSettings, setting
@@ -245,6 +245,35 @@ def submit_schema() -> Node:
     found["jobs.submit"] = {"type": "object", "properties": {k: type_node(v) for k, v in sorted(hints.items())}}
     source = f"{sdk_version('databricks-sdk')}: databricks.sdk.service.jobs.JobsAPI.submit and its dataclasses"
     return {"source": source, "root": "jobs.submit", "types": dict(sorted(found.items()))}
+
+
+#: `life_cycle_state` -> common state, for runs that have not ended.
+STATE_MAP: Mapping[str, JobState] = {
+    "QUEUED": JobState.QUEUED,
+    "PENDING": JobState.QUEUED,
+    "BLOCKED": JobState.QUEUED,
+    "WAITING_FOR_RETRY": JobState.QUEUED,
+    "RUNNING": JobState.RUNNING,
+    "TERMINATING": JobState.RUNNING,
+    "INTERNAL_ERROR": JobState.FAILED,
+}
+#: A run that ended (TERMINATED or SKIPPED) succeeded only with this `result_state`; CANCELED is cancelled,
+#: everything else (FAILED, TIMEDOUT, SUCCESS_WITH_FAILURES, UPSTREAM_*, ...) is a failure.
+SUCCESS, CANCELED = "SUCCESS", "CANCELED"
+
+
+def state_of(run: Run) -> tuple[JobState, str, str]:
+    """The run's common state, its `life_cycle_state[/result_state]` and its `state_message`."""
+    state = run.state
+    life = state.life_cycle_state.value if state and state.life_cycle_state else "UNKNOWN"
+    result = state.result_state.value if state and state.result_state else ""
+    message = (state.state_message if state else "") or ""
+    native = f"{life}/{result}" if result else life
+    if life in ("TERMINATED", "SKIPPED"):
+        return {SUCCESS: JobState.SUCCEEDED, CANCELED: JobState.CANCELLED}.get(result, JobState.FAILED), native, message
+    if life == "TERMINATING" and result == CANCELED:
+        return JobState.CANCELLING, native, message
+    return STATE_MAP.get(life, JobState.UNKNOWN), native, message
 
 
 class WorkspaceSettings(TargetSettings):

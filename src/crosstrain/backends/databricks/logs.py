@@ -7,28 +7,13 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.backends._databricks import WorkspaceFiles  # shared with the AI Runtime target
-from crosstrain.backends.databricks.settings import CANCELED, DBFS_LOG_ROOT, STATE_MAP, SUCCESS, DatabricksSettings
+from crosstrain.backends._databricks import WorkspaceFiles, state_of  # shared with the AI Runtime target
+from crosstrain.backends.databricks.settings import DBFS_LOG_ROOT, DatabricksSettings
 from crosstrain.backends.tail import TailReader
-from crosstrain.records import JobState
 
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient
     from databricks.sdk.service.jobs import Run
-
-
-def _state_of(run: Run) -> tuple[JobState, str, str]:
-    """The run's common state, its `life_cycle_state[/result_state]` and its `state_message`."""
-    state = run.state
-    life = state.life_cycle_state.value if state and state.life_cycle_state else "UNKNOWN"
-    result = state.result_state.value if state and state.result_state else ""
-    message = (state.state_message if state else "") or ""
-    native = f"{life}/{result}" if result else life
-    if life in ("TERMINATED", "SKIPPED"):
-        return {SUCCESS: JobState.SUCCEEDED, CANCELED: JobState.CANCELLED}.get(result, JobState.FAILED), native, message
-    if life == "TERMINATING" and result == CANCELED:
-        return JobState.CANCELLING, native, message
-    return STATE_MAP.get(life, JobState.UNKNOWN), native, message
 
 
 #: How the failing rank is named: torchelastic's failure summary (`rank : 1 (local_rank: 1)`), torch's
@@ -134,4 +119,6 @@ def log_conf(settings: DatabricksSettings, identity: str) -> dict[str, Any]:
     return {kind: {"destination": log_destination(settings, identity)}}
 
 
-__all__ = ["WorkspaceFiles"]
+_state_of = state_of
+
+__all__ = ["WorkspaceFiles", "_state_of"]

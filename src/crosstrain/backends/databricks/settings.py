@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import urlparse
 
 from pydantic import Field
 
 from crosstrain import packaging, uploads
-from crosstrain.backends._databricks import WorkspaceSettings
+from crosstrain.backends._databricks import CANCELED, STATE_MAP, SUCCESS, WorkspaceSettings
 from crosstrain.environments import Runtime, Runtimes
-from crosstrain.records import JobState
 from crosstrain.settings import setting
 
 if TYPE_CHECKING:
@@ -23,19 +21,7 @@ T = TypeVar("T")
 
 Cloud = Literal["aws", "azure", "gcp"]
 
-#: `life_cycle_state` -> common state, for runs that have not ended.
-STATE_MAP: Mapping[str, JobState] = {
-    "QUEUED": JobState.QUEUED,
-    "PENDING": JobState.QUEUED,
-    "BLOCKED": JobState.QUEUED,
-    "WAITING_FOR_RETRY": JobState.QUEUED,
-    "RUNNING": JobState.RUNNING,
-    "TERMINATING": JobState.RUNNING,
-    "INTERNAL_ERROR": JobState.FAILED,
-}
-#: A run that ended (TERMINATED or SKIPPED) succeeded only with this `result_state`; CANCELED is cancelled,
-#: everything else (FAILED, TIMEDOUT, SUCCESS_WITH_FAILURES, UPSTREAM_*, ...) is a failure.
-SUCCESS, CANCELED = "SUCCESS", "CANCELED"
+# STATE_MAP, SUCCESS and CANCELED: the Jobs states, shared (`crosstrain.backends._databricks`).
 #: The cluster tag that carries the request's fingerprint (next to `crosstrain_job`, the identity).
 FINGERPRINT_TAG = "crosstrain_fingerprint"
 
@@ -131,3 +117,6 @@ class DatabricksSettings(WorkspaceSettings):
             if host.endswith(suffix):
                 return cloud  # type: ignore[return-value]
         return None
+
+
+__all__ = ["CANCELED", "STATE_MAP", "SUCCESS", "DatabricksSettings"]

@@ -6,16 +6,18 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from crosstrain import packaging
-from crosstrain.backends._databricks import _check_call, runtime_bundle
+from crosstrain.backends._databricks import WorkspaceBackend, _check_call, runtime_bundle, state_of
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
     NODES_WHY,
-    Backend,
     Capabilities,
     Ids,
     archive_bootstrap,
@@ -23,11 +25,15 @@ from crosstrain.backends.base import (
     launcher_command,
 )
 from crosstrain.backends.databricks_air.plan import Plan, _plan
-from crosstrain.backends.databricks_air.settings import DatabricksAIRSettings
+from crosstrain.backends.databricks_air.settings import WORKSPACE_CODE_LIMITS, DatabricksAIRSettings
 from crosstrain.data import Placement, Reach
-from crosstrain.errors import Problem, Unsupported
-from crosstrain.records import HttpCall, JobHandle, JobStatus, Request
+from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
+from crosstrain.failures import last_lines, summary
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.spec import TrainingJob
+
+if TYPE_CHECKING:
+    from databricks.sdk.service.jobs import Run
 
 #: The command script's name, beside which nothing else is written (the service runs it on every node).
 COMMAND_SCRIPT = "command.sh"
@@ -57,7 +63,7 @@ def command_script(job: TrainingJob, plan: Plan, archive: str, ids: Ids) -> str:
     return "\n".join(lines) + "\n"
 
 
-class DatabricksAIRBackend(Backend[DatabricksAIRSettings, Plan]):
+class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
     """Databricks AI Runtime (serverless GPU) runs. Example: `crosstrain submit job.yaml -t databricks-air`."""
 
     # Serverless nodes see Unity Catalog volumes as files; another cloud's URI reaches the code as is.
@@ -82,6 +88,7 @@ class DatabricksAIRBackend(Backend[DatabricksAIRSettings, Plan]):
         azure_types_fix="use type: folder or file (or read a Unity Catalog table in the code)",
     )
     name = "databricks-air"
+    code_limits = WORKSPACE_CODE_LIMITS
     title = "Databricks AI Runtime (serverless GPU)"
     extra = "databricks"
     settings_model = DatabricksAIRSettings
@@ -313,8 +320,111 @@ class DatabricksAIRBackend(Backend[DatabricksAIRSettings, Plan]):
         text = json.dumps(view, sort_keys=True).replace(runtime.short, "<crosstrain runtime>")
         return json.loads(text)
 
+    # -- submit, status, cancel, list (through databricks-sdk; the workspace machinery is shared) --------------
     def send(self, request: Request) -> JobHandle:
-        raise NotImplementedError("submitting to databricks-air is not built yet: render the request only")
+        from crosstrain.adaptors import databricks as adaptor
+
+        trusted = self.is_rendered(request)
+        self.check_request(request)
+        settings = self.request_settings(request)
+        profile = settings.profile if trusted else self._profile_for(settings.profile)
+        w = self._client(settings.host, profile)
+        jobs = adaptor.jobs()
+        self._upload(w, request, settings)
+        convert: dict[str, Callable[[Any], Any]] = {
+            "tasks": lambda tasks: [jobs.SubmitTask.from_dict(t) for t in tasks],
+            "environments": lambda envs: [jobs.JobEnvironment.from_dict(e) for e in envs],
+            "run_as": jobs.JobRunAs.from_dict,
+        }
+        kwargs = {key: convert.get(key, lambda v: v)(value) for key, value in request.create.body.items()}
+        # Databricks dedupes by the idempotency token (the identity): a retry after an unknown outcome, or a
+        # submit racing another of the same request, gets the run that token started, never a second one.
+        waiter = self.retry.create(
+            lambda: adaptor.call(lambda: w.jobs.submit(**kwargs), "runs/submit"),
+            dedupes=self.capabilities.dedupes_create,
+            identity=request.identity,
+        )
+        run_id = int(waiter.run_id)
+        try:
+            run = self._read_run(w, run_id)
+        except SubmitError as error:
+            raise SubmitError(
+                f"run {run_id} was submitted with identity {request.identity}, but reading it back failed: {error}."
+                " Submit the same job again to adopt it (the idempotency token returns this run)",
+                job_may_exist=True,
+            ) from error
+        made = _made_by(run)
+        if made is not None:  # a workspace that does not report the task leaves nothing to compare
+            self.check_same_request(request, made[1], f"run {run_id} on {settings.host}")
+        return self.issue(
+            JobHandle(
+                self.name,
+                request.identity,
+                str(run_id),
+                console_url=run.run_page_url or "",
+                ref={"host": settings.host, "profile": profile, "run_id": run_id},
+                adopted=False,  # runs/submit answers a known token exactly as a new one
+            )
+        )
 
     def status(self, handle: JobHandle) -> JobStatus:
-        raise NotImplementedError("following databricks-air runs is not built yet")
+        """The run's state; while it waits, the task output's status_message (e.g. that it waits for GPUs); once
+        failed, why, from the task output's error and trace."""
+        w = self._handle_client(handle)
+        run = self._read_run(w, int(handle.ref["run_id"]))
+        state, native, message = state_of(run)
+        if state.terminal and state is not JobState.FAILED:
+            return JobStatus(state, native, message)
+        for task in run.tasks or []:
+            if task.run_id is None:
+                continue
+            try:
+                output = self._safe_call(partial(w.jobs.get_run_output, task.run_id), f"runs/get-output {task.run_id}")
+            except CrosstrainError:  # the output is an aid here: the state stands without it
+                continue
+            said = output.ai_runtime_task_output.status_message if output.ai_runtime_task_output else None
+            if state is JobState.FAILED:
+                trace = (output.error_trace or "").splitlines() or (output.logs or "").splitlines()
+                console = run.run_page_url or handle.console_url
+                message = summary(
+                    "the run failed", output.error or "", last_lines(trace), console, said=said or message
+                )
+            elif said:
+                message = said
+        return JobStatus(state, native, message)
+
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        """The workspace's one-time runs (`runs/list`, SUBMIT_RUN) whose AI Runtime task runs a script crosstrain
+        wrote (its path names the identity), newest first, each with a handle."""
+        from crosstrain.adaptors import databricks as adaptor
+
+        settings = self.list_settings(overrides)
+        profile = self._profile_for(settings.profile)
+        w = self._client(settings.host, profile)
+        jobs = adaptor.jobs()
+
+        def listing() -> list[Any]:
+            return list(w.jobs.list_runs(run_type=jobs.RunType.SUBMIT_RUN, expand_tasks=True))
+
+        runs = self._safe_call(listing, f"runs/list on {settings.host}")
+        found = [(run, _made_by(run)) for run in runs if run.run_id is not None]
+        for run, made in sorted(found, key=lambda item: -(item[0].start_time or 0)):
+            if made is None:
+                continue
+            state, native, _ = state_of(run)
+            console = run.run_page_url or ""
+            ref = {"host": settings.host, "profile": profile, "run_id": run.run_id}
+            handle = JobHandle(self.name, made[0], str(run.run_id), console_url=console, ref=ref)
+            yield JobSummary(made[0], state, native, (run.start_time or 0) / 1000, console, handle)
+
+
+def _made_by(run: Run) -> tuple[str, str] | None:
+    """The identity and fingerprint a run's command script names (`.../air/<identity>/<fingerprint>/command.sh`),
+    or None where the run has no AI Runtime task crosstrain made."""
+    for task in run.tasks or []:
+        spec = task.ai_runtime_task
+        for deployment in (spec.deployments or []) if spec else []:
+            path = PurePosixPath(deployment.command_path or "")
+            if path.name == COMMAND_SCRIPT and path.parent.parent.parent.name == "air":
+                return path.parent.parent.name, path.parent.name
+    return None

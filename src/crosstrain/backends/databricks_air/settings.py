@@ -3,29 +3,16 @@ environment and MLflow experiment, and reserved capacity."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import field_validator
 
 from crosstrain import packaging, uploads
-from crosstrain.backends._databricks import check_host, check_volume, check_workspace_dir
-from crosstrain.records import JobState
-from crosstrain.settings import TargetSettings, setting
+from crosstrain.backends._databricks import WorkspaceSettings
+from crosstrain.settings import setting
 
-#: `life_cycle_state` -> common state, for runs that have not ended (the Jobs states: an AI Runtime task is
-#: one task of a one-time run). PENDING is also "waiting for GPUs", said in the task output's status_message.
-STATE_MAP: Mapping[str, JobState] = {
-    "QUEUED": JobState.QUEUED,
-    "PENDING": JobState.QUEUED,
-    "BLOCKED": JobState.QUEUED,
-    "WAITING_FOR_RETRY": JobState.QUEUED,
-    "RUNNING": JobState.RUNNING,
-    "TERMINATING": JobState.RUNNING,
-    "INTERNAL_ERROR": JobState.FAILED,
-}
-#: A run that ended (TERMINATED or SKIPPED) succeeded only with this `result_state`.
-SUCCESS, CANCELED = "SUCCESS", "CANCELED"
+# The run's states are the Jobs states (`crosstrain.backends._databricks.STATE_MAP`): an AI Runtime task is one
+# task of a one-time run, and PENDING is also "waiting for GPUs", said in its output's status_message.
 
 #: The AI Runtime environment version the `databricks air` CLI sends by default ("4", from CLIENT-GPU-4).
 DEFAULT_ENVIRONMENT_VERSION = "4"
@@ -51,25 +38,12 @@ WORKSPACE_CODE_LIMITS = packaging.Limits(
 PriorityClass = Literal["BEST_EFFORT", "NORMAL", "CRITICAL"]
 
 
-class DatabricksAIRSettings(TargetSettings):
-    host: str = setting(
-        description="Workspace URL, e.g. https://dbc-1234.cloud.databricks.com.", env=("DATABRICKS_HOST",)
-    )
-    profile: str | None = setting(
-        None,
-        description="~/.databrickscfg profile for authentication (DATABRICKS_TOKEN and the other unified-auth "
-        "variables are read by the Databricks SDK itself).",
-        env=("DATABRICKS_CONFIG_PROFILE",),
-    )
+class DatabricksAIRSettings(WorkspaceSettings):
+    # host, profile and volume and their checks: the shared `WorkspaceSettings`.
     workspace_dir: str = setting(
         "/Workspace/Shared/crosstrain",
         description="Workspace folder that submit uploads to: the code archive under code/<sha of the bundle>/, "
         "each run's command script under air/<identity>/<fingerprint>/.",
-    )
-    volume: str | None = setting(
-        None,
-        description="A Unity Catalog volume folder (/Volumes/<catalog>/<schema>/<volume>[/folder]) for the code "
-        "archive, under code/<sha of the bundle>/: for archives over the workspace import's 10 MB.",
     )
     environment_version: str = setting(
         DEFAULT_ENVIRONMENT_VERSION,
@@ -90,22 +64,6 @@ class DatabricksAIRSettings(TargetSettings):
     priority_class: PriorityClass | None = setting(
         None, description="The run's priority on reserved capacity (only with provisioned_capacity_id)."
     )
-
-    # The checks are the classic Databricks target's (`crosstrain.backends._databricks`).
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str) -> str:
-        return check_host(value)
-
-    @field_validator("workspace_dir")
-    @classmethod
-    def _workspace_dir(cls, value: str) -> str:
-        return check_workspace_dir(value)
-
-    @field_validator("volume")
-    @classmethod
-    def _volume(cls, value: str | None) -> str | None:
-        return check_volume(value)
 
     @field_validator("experiment_directory")
     @classmethod
