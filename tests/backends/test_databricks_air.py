@@ -130,7 +130,11 @@ def _stable(request: Request) -> str:
             call["body"]["content"] = "<the command script, base64>"
     text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if request.code is not None:  # a code bundle's digest names crosstrain's runtime too, and so does the identity
-        text = text.replace(request.code.digest[:32], "<code bundle>").replace(request.fingerprint, "<fingerprint>")
+        text = (
+            text.replace(request.code.digest, "<code digest>")
+            .replace(request.code.digest[:32], "<code bundle>")
+            .replace(request.fingerprint, "<fingerprint>")
+        )
         text = text.replace(request.identity, "<identity>")
     return text.replace(runtime.short, "<runtime bundle>")
 
