@@ -77,6 +77,7 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
             "crosstrain.backends.databricks_air:DatabricksAIRBackend",
             "Databricks AI Runtime (serverless GPU) runs",
             "databricks",
+            ("databricks-air",),
         ),
     )
 }

@@ -380,3 +380,31 @@ def test_a_re_submit_of_another_request_under_the_identity_is_refused(clean_env:
         _submitted(platform, {**H100_JOB, "run_id": "r1"})
         with pytest.raises(IdentityConflict):
             _submitted(platform, {**H100_JOB, "run_id": "r1", "env": {"LR": "0.1"}})
+
+
+# -- the node side: `crosstrain run --local --emulate databricks-air` ------------------------------------------
+def test_a_local_run_starts_the_nodes_as_ai_runtime_would(tmp_path: Path) -> None:
+    """Two nodes, each running the command script's command under the launcher, with AI Runtime's variables:
+    every rank sees torchrun's variables for a job of two nodes."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(
+        "import os\nprint('place', *(os.environ[k] for k in ('RANK', 'WORLD_SIZE', 'NODE_RANK', 'NUM_NODES')),"
+        " os.environ['NCCL_DEBUG'], os.path.basename(os.getcwd()))\n"
+    )
+    (tmp_path / "job.yaml").write_text(
+        "name: air-local\ncode: src\ncommand: python train.py\nprimary: {machine: 'H100:1'}\nworkers: {replicas: 1}\n"
+        "env: {NCCL_DEBUG: WARN}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATABRICKS_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "src")
+    done = subprocess.run(
+        [sys.executable, "-m", "crosstrain.cli", "run", "job.yaml", "--local", "--emulate", "databricks-air"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    places = sorted(line.split("place ", 1)[1] for line in (done.stdout + done.stderr).splitlines() if "place " in line)
+    assert places == ["0 2 0 2 WARN src", "1 2 1 2 WARN src"]

@@ -24,6 +24,7 @@ from crosstrain.backends.base import (
     bundle_command,
     launcher_command,
 )
+from crosstrain.backends.databricks_air.emulate import EMULATION
 from crosstrain.backends.databricks_air.plan import Plan, _plan
 from crosstrain.backends.databricks_air.settings import WORKSPACE_CODE_LIMITS, DatabricksAIRSettings
 from crosstrain.data import Placement, Reach
@@ -65,6 +66,8 @@ def command_script(job: TrainingJob, plan: Plan, archive: str, ids: Ids) -> str:
 
 class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
     """Databricks AI Runtime (serverless GPU) runs. Example: `crosstrain submit job.yaml -t databricks-air`."""
+
+    emulation = EMULATION
 
     # Serverless nodes see Unity Catalog volumes as files; another cloud's URI reaches the code as is.
     data_placement = Placement(
