@@ -57,6 +57,7 @@ OPERATIONS = (
     ("/workspace/import", "import"),
     ("/workspace/get-status", "get-status"),
     ("/workspace/export", "export"),
+    ("/logs", "node-logs"),  # /api/2.0/ai-training/workflows/by-run-id/{run_id}/logs
 )
 #: Files API prefix -> operation name (the file's path follows the prefix).
 FILES_API = (("/api/2.0/fs/directories/", "fs-mkdirs"), ("/api/2.0/fs/files/", "fs-put"))
@@ -94,6 +95,10 @@ class DatabricksWorkspace(LoopbackService):
         self.output: dict[str, Any] = {"logs": "epoch 1 loss 0.5\nepoch 2 loss 0.1", "error": None}
         #: What an AI Runtime task's output says while it waits (`ai_runtime_task_output.status_message`).
         self.air_status: str | None = None
+        #: AI Runtime's per-node log records by jobs run id, served `node_logs_page` at a time; None: the
+        #: endpoint answers FEATURE_DISABLED, as on a workspace without the preview.
+        self.node_logs: dict[int, list[dict[str, Any]]] | None = {}
+        self.node_logs_page = 2
         #: What a run's driver prints, delivered to its `cluster_log_conf` folder as `<cluster id>/driver/stdout`
         #: `log_bytes_per_poll` bytes per runs/get while the run runs (so a line may arrive in two parts), the
         #: rest once it ended; `driver_stderr` likewise, all at once.
@@ -191,6 +196,8 @@ class DatabricksWorkspace(LoopbackService):
             return Reply(200, {"bytes_read": len(data), "data": base64.b64encode(data).decode()})
         if operation == "list":
             return Reply(200, self.list_runs(call.query))
+        if operation == "node-logs":
+            return self.read_node_logs(int(call.path.split("/")[-2]), call.query)
         return self.error(404, f"no endpoint {call.method} {call.path}")
 
     # -- the runs ------------------------------------------------------------------------------------------
@@ -302,6 +309,19 @@ class DatabricksWorkspace(LoopbackService):
                 life, result = "TERMINATED", "CANCELED"
             views.append(self.run_view(run_id, life, result))
         return {"runs": sorted(views, key=lambda v: -v["start_time"]), "has_more": False}
+
+    def read_node_logs(self, run_id: int, query: Any) -> Reply:
+        """The per-node logs endpoint: records from `from` (epoch seconds) on, oldest first, by pages."""
+        if self.node_logs is None:
+            return Reply(404, {"error_code": "FEATURE_DISABLED", "message": "AI Runtime logs are not enabled."})
+        since = int(query.get("from", 0)) * 1_000_000_000
+        records = [r for r in self.node_logs.get(run_id, []) if int(r["time_unix_nano"]) >= since]
+        start = int(query.get("page_token") or 0)
+        page = records[start : start + self.node_logs_page]
+        more = start + self.node_logs_page < len(records)
+        return Reply(
+            200, {"log_records": page} | ({"next_page_token": str(start + self.node_logs_page)} if more else {})
+        )
 
     def get_output(self, run_id: int) -> Reply:
         for run in self.runs.values():

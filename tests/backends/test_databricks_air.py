@@ -408,3 +408,41 @@ def test_a_local_run_starts_the_nodes_as_ai_runtime_would(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     places = sorted(line.split("place ", 1)[1] for line in (done.stdout + done.stderr).splitlines() if "place " in line)
     assert places == ["0 2 0 2 WARN src", "1 2 1 2 WARN src"]
+
+
+# -- logs: every node's, from the per-node logs endpoint -------------------------------------------------------
+def _record(second: int, node: int, body: str) -> dict[str, Any]:
+    return {"time_unix_nano": str(second * 1_000_000_000 + node), "node_index": node, "body": body}
+
+
+def test_logs_come_from_every_node_each_line_once(clean_env: None) -> None:
+    with DatabricksAIRPlatform() as platform:
+        _, handle = _submitted(platform, {**H100_JOB, "workers": {"replicas": 1}})
+        run_id = int(handle.job_id)
+        records = [_record(100, 0, "start\n"), _record(100, 1, "start"), _record(101, 1, "epoch 1\nepoch 2")]
+        assert platform.workspace.node_logs is not None
+        platform.workspace.node_logs[run_id] = records
+        platform.set_state(handle, "RUNNING")
+        backend_ = platform.backend()
+        reader = backend_.logs(handle, follow=False)
+        first = list(reader)
+        assert first == ["[node0] start", "[node1] start", "[node1] epoch 1", "[node1] epoch 2"]  # over two pages
+        # Following: what came since is read from the last second seen, and nothing twice.
+        from crosstrain.backends.databricks_air.logs import NodeLogs
+
+        nodes = NodeLogs(platform.client(), run_id, lambda fn, what: fn())
+        assert list(nodes.read()) == first
+        records.append(_record(101, 0, "epoch 1"))
+        records.append(_record(102, 0, "done"))
+        assert list(nodes.read()) == ["[node0] epoch 1", "[node0] done"]
+        assert list(nodes.read()) == []
+
+
+def test_logs_say_where_to_look_where_the_endpoint_is_disabled(clean_env: None) -> None:
+    with DatabricksAIRPlatform() as platform:
+        _, handle = _submitted(platform, H100_JOB)
+        platform.workspace.node_logs = None
+        platform.set_state(handle, "TERMINATED/SUCCESS")
+        lines = list(platform.backend().logs(handle, follow=True))
+        assert len(lines) == 1
+        assert "does not serve AI Runtime's per-node logs" in lines[0]

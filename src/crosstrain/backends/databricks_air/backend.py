@@ -25,6 +25,7 @@ from crosstrain.backends.base import (
     launcher_command,
 )
 from crosstrain.backends.databricks_air.emulate import EMULATION
+from crosstrain.backends.databricks_air.logs import NodeLogs
 from crosstrain.backends.databricks_air.plan import Plan, _plan
 from crosstrain.backends.databricks_air.settings import WORKSPACE_CODE_LIMITS, DatabricksAIRSettings
 from crosstrain.data import Placement, Reach
@@ -97,7 +98,7 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
     settings_model = DatabricksAIRSettings
     handle_ref = {"host": str, "run_id": int}
     capabilities = Capabilities(
-        logs=False,
+        logs=True,  # every node's, from the per-node logs endpoint
         dedupes_create=True,  # runs/submit's idempotency_token
         launch_modes=frozenset({"auto", "per-process"}),  # crosstrain's launcher starts one process per GPU
         frameworks=frozenset({"pytorch", "deepspeed"}),
@@ -395,6 +396,19 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
             elif said:
                 message = said
         return JobStatus(state, native, message)
+
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        """Every node's lines, each prefixed `[nodeK]`, from AI Runtime's per-node logs endpoint; with `follow`,
+        read again every `log_interval` seconds while the run has not ended (the air CLI's own `--watch` shows
+        node 0 only)."""
+        w = self._handle_client(handle)
+        run_id = int(handle.ref["run_id"])
+        reader = NodeLogs(w, run_id, self._safe_call)
+
+        def ended() -> bool:
+            return state_of(self._read_run(w, run_id))[0].terminal
+
+        yield from self.follow(lambda final: reader.read(), ended, follow=follow, interval=self.log_interval)
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         """The workspace's one-time runs (`runs/list`, SUBMIT_RUN) whose AI Runtime task runs a script crosstrain
