@@ -54,11 +54,13 @@ CASES: dict[str, tuple[str, Callable[[Path], dict[str, Any]]]] = {
     "databricks-aws": ("databricks", lambda _: {"host": "https://dbc-1234abcd-5678.cloud.databricks.com"}),
     "databricks-azure": ("databricks", lambda _: {"host": "https://adb-1234567890123456.7.azuredatabricks.net"}),
     "databricks-gcp": ("databricks", lambda _: {"host": "https://1234567890123456.7.gcp.databricks.com"}),
+    "databricks-air": ("databricks-air", lambda _: {"host": "https://dbc-1234abcd-5678.cloud.databricks.com"}),
     "fake": ("fake", lambda folder: {"root": str(folder / "cloud")}),
     "local": ("local", lambda folder: {"workdir": str(folder)}),
     "local-vertex": ("local", lambda folder: {"workdir": str(folder), "emulate": "vertex"}),
     "local-azureml": ("local", lambda folder: {"workdir": str(folder), "emulate": "azureml"}),
     "local-databricks": ("local", lambda folder: {"workdir": str(folder), "emulate": "databricks"}),
+    "local-databricks-air": ("local", lambda folder: {"workdir": str(folder), "emulate": "databricks-air"}),
 }
 
 

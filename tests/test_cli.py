@@ -70,7 +70,7 @@ def test_render_reads_stdin_and_honours_set_and_run_id(tmp_path: Path) -> None:
         ("name: j\nworkers: {replica: 2}\n", "workers.replica", "did you mean 'replicas'?"),
         ("name: j\nworkers: {replicas: -1}\n", "workers.replicas", "use a value of at least 0"),
         ("name: j\nprimary: {machine: {accelerator: {count: 4}}}\n", "primary.machine", "add accelerator.type"),
-        ("name: j\nprimary: {machine: 'B300:8'}\n", "primary.machine.accelerator.type", "use one of T4"),
+        ("name: j\nprimary: {machine: 'Q900:8'}\n", "primary.machine.accelerator.type", "use one of T4"),
     ],
 )
 def test_bad_spec_exits_2_before_sending_naming_path_and_fix(

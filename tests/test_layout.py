@@ -22,11 +22,14 @@ def _modules() -> dict[str, ast.Module]:
     return {str(p.relative_to(SOURCE)): ast.parse(p.read_text()) for p in sorted(SOURCE.rglob("*.py"))}
 
 
-def _names(tree: ast.AST, platform: str) -> bool:
-    """Whether a module names `platform`: imports its package, or holds its target name as a string."""
-    package = re.compile(rf"crosstrain\.backends\.{platform}\b")
+def _names(tree: ast.AST, platform: str, others: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """Whether a module names `platform`: imports its package, or holds its target name as a string (not the
+    name of another target, `others`: `databricks-air` is not `databricks`)."""
+    package = re.compile(rf"crosstrain\.backends\.{platform.replace('-', '_')}\b")
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value in others:
+                continue
             if re.fullmatch(rf"{platform}(-[a-z]+)?", node.value) or package.search(node.value):
                 return True
         elif isinstance(node, ast.ImportFrom) and package.search(node.module or ""):
@@ -45,17 +48,31 @@ def _adaptors(modules: dict[str, ast.Module], platform: str) -> set[str]:
     return found
 
 
+def _package(target: str) -> str:
+    """A target's package under backends/ (`databricks-air` -> `databricks_air`)."""
+    return target.replace("-", "_")
+
+
 @pytest.mark.parametrize("platform", PLATFORMS)
 def test_a_platform_is_named_outside_its_package_in_at_most_three_modules(platform: str) -> None:
+    """Its own places: its package, its SDK adaptors, its node side, and what the platforms of one vendor share:
+    the shared module `backends/_<platform>.py` and the packages of the platforms installed by the same pip extra
+    (databricks and databricks-air: one SDK), each naming the other's extra and SDK."""
     modules = _modules()
-    own = _adaptors(modules, platform)
+    package = _package(platform)
+    own = _adaptors(modules, package)
+    extra = get_backend_class(platform).extra
+    siblings = [_package(p) for p in BUILTIN_BACKENDS if p != platform and get_backend_class(p).extra == extra]
+    others = {name for name in BUILTIN_BACKENDS if name != platform}  # another target's name names that one
     elsewhere = sorted(
         path
         for path, tree in modules.items()
-        if not path.startswith(f"backends/{platform}/")
+        if not path.startswith(f"backends/{package}/")
         and path not in own
-        and not path.startswith(f"runtime/platforms/{platform}")  # its node side: what a node of it reads
-        and _names(tree, platform)
+        and path != f"backends/_{package}.py"
+        and not any(path.startswith(f"backends/{sibling}/") for sibling in siblings)
+        and not path.startswith(f"runtime/platforms/{package}")  # its node side: what a node of it reads
+        and _names(tree, platform, others)
     )
     assert "registry.py" in elsewhere  # the check sees names
     assert len(elsewhere) <= MAX_NAMING, elsewhere

@@ -35,7 +35,15 @@ from typing import Any
 from crosstrain.errors import Problem
 
 #: Platforms the catalog knows. Databricks is split by the cloud its workspace runs on.
-PLATFORMS = ("vertex", "aiplatform", "azureml", "databricks-aws", "databricks-azure", "databricks-gcp")
+PLATFORMS = (
+    "vertex",
+    "aiplatform",
+    "azureml",
+    "databricks-aws",
+    "databricks-azure",
+    "databricks-gcp",
+    "databricks-air",
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ GPU_KINDS: tuple[GpuKind, ...] = (
     GpuKind("H100-NVL", "NVIDIA H100 NVL 94 GB (PCIe)", ("H100_NVL",)),
     GpuKind("H200", "NVIDIA H200 141 GB", ("H200-141GB", "H200_141GB", "NVIDIA_H200_141GB")),
     GpuKind("B200", "NVIDIA B200 180 GB", ("NVIDIA_B200",)),
+    GpuKind("B300", "NVIDIA B300 288 GB", ("NVIDIA_B300",)),
 )
 
 
@@ -360,6 +369,24 @@ _DATABRICKS_GCP = {
 }
 
 
+# -- Databricks AI Runtime (serverless GPU): the accelerator types of `ComputeSpec.accelerator_type` -----------------
+#: databricks-sdk's `jobs.ComputeSpecAcceleratorType` (GPU_1xA10, GPU_1xH100, GPU_8xH100, GPU_8xB300), per node;
+#: the `databricks air` CLI accepts the first three. Which a workspace offers varies by cloud and region.
+_AIR_SOURCES = (
+    Source("https://github.com/databricks/databricks-sdk-py (databricks/sdk/service/jobs.py)", "2026-11-26"),
+    Source("https://docs.databricks.com/aws/en/machine-learning/ai-runtime/cli/yaml-config", "2026-11-26"),
+)
+_DATABRICKS_AIR = {
+    "A10G": Offer(machines={1: ("GPU_1xA10",)}, note="NVIDIA A10 24 GB, one per node", sources=_AIR_SOURCES),
+    "H100": Offer(machines={1: ("GPU_1xH100",), 8: ("GPU_8xH100",)}, sources=_AIR_SOURCES),
+    "B300": Offer(
+        machines={8: ("GPU_8xB300",)},
+        note="in databricks-sdk's enum only, not in the air CLI's list: availability unconfirmed",
+        sources=_AIR_SOURCES,
+    ),
+}
+
+
 def _aiplatform(offer: Offer) -> Offer:
     """A Vertex offer as AI Platform Training has it: the same machines, named by the legacy enum."""
     return replace(offer, sources=(_AIPLATFORM_ENUM, *offer.sources[len(_VERTEX_ENUM) :]))
@@ -376,6 +403,7 @@ OFFERS: Mapping[str, Mapping[str, Offer]] = {
     "databricks-aws": _DATABRICKS_AWS,
     "databricks-azure": _DATABRICKS_AZURE,
     "databricks-gcp": _DATABRICKS_GCP,
+    "databricks-air": _DATABRICKS_AIR,
 }
 
 
@@ -434,6 +462,7 @@ _MACHINE_PATTERNS: Mapping[str, tuple[str, str]] = {
     "databricks-aws": (r"[a-z][a-z0-9-]*\.[a-z0-9]+", "an AWS instance type such as g5.12xlarge"),
     "databricks-azure": (r"(?i:standard)_[A-Za-z0-9_]+", "an Azure VM size such as Standard_NC24ads_A100_v4"),
     "databricks-gcp": (r"[a-z][a-z0-9]*(-[a-z0-9]+)+", "a Compute Engine machine type such as a2-highgpu-1g"),
+    "databricks-air": (r"GPU_\d+x[A-Za-z0-9]+", "an AI Runtime accelerator type such as GPU_8xH100"),
 }
 
 _BY_NAME: dict[str, str] = {}

@@ -72,6 +72,13 @@ BUILTIN_BACKENDS: dict[str, BackendEntry] = {
             "databricks",
             ("databricks",),
         ),
+        BackendEntry(
+            "databricks-air",
+            "crosstrain.backends.databricks_air:DatabricksAIRBackend",
+            "Databricks AI Runtime (serverless GPU) runs",
+            "databricks",
+            ("databricks-air",),
+        ),
     )
 }
 

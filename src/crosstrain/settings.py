@@ -269,7 +269,9 @@ def parse_assignments(pairs: list[str], flag: str = "--set") -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise SpecError([Problem(flag, f"{pair!r} is not key=value", f"write e.g. {example}")])
-        out[key.strip().replace("-", "_")] = value
+        # A setting's dashes are underscores (`workspace-dir`); a target's are its own (`databricks-air.host`).
+        scope, dot, name = key.strip().rpartition(".")
+        out[f"{scope}{dot}{name.replace('-', '_')}"] = value
     return out
 
 

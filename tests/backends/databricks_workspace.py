@@ -57,6 +57,7 @@ OPERATIONS = (
     ("/workspace/import", "import"),
     ("/workspace/get-status", "get-status"),
     ("/workspace/export", "export"),
+    ("/logs", "node-logs"),  # /api/2.0/ai-training/workflows/by-run-id/{run_id}/logs
 )
 #: Files API prefix -> operation name (the file's path follows the prefix).
 FILES_API = (("/api/2.0/fs/directories/", "fs-mkdirs"), ("/api/2.0/fs/files/", "fs-put"))
@@ -92,6 +93,12 @@ class DatabricksWorkspace(LoopbackService):
         self.files: dict[str, bytes] = {}
         self.states = list(DEFAULT_STATES)
         self.output: dict[str, Any] = {"logs": "epoch 1 loss 0.5\nepoch 2 loss 0.1", "error": None}
+        #: What an AI Runtime task's output says while it waits (`ai_runtime_task_output.status_message`).
+        self.air_status: str | None = None
+        #: AI Runtime's per-node log records by jobs run id, served `node_logs_page` at a time; None: the
+        #: endpoint answers FEATURE_DISABLED, as on a workspace without the preview.
+        self.node_logs: dict[int, list[dict[str, Any]]] | None = {}
+        self.node_logs_page = 2
         #: What a run's driver prints, delivered to its `cluster_log_conf` folder as `<cluster id>/driver/stdout`
         #: `log_bytes_per_poll` bytes per runs/get while the run runs (so a line may arrive in two parts), the
         #: rest once it ended; `driver_stderr` likewise, all at once.
@@ -189,6 +196,8 @@ class DatabricksWorkspace(LoopbackService):
             return Reply(200, {"bytes_read": len(data), "data": base64.b64encode(data).decode()})
         if operation == "list":
             return Reply(200, self.list_runs(call.query))
+        if operation == "node-logs":
+            return self.read_node_logs(int(call.path.split("/")[-2]), call.query)
         return self.error(404, f"no endpoint {call.method} {call.path}")
 
     # -- the runs ------------------------------------------------------------------------------------------
@@ -301,9 +310,29 @@ class DatabricksWorkspace(LoopbackService):
             views.append(self.run_view(run_id, life, result))
         return {"runs": sorted(views, key=lambda v: -v["start_time"]), "has_more": False}
 
+    def read_node_logs(self, run_id: int, query: Any) -> Reply:
+        """The per-node logs endpoint: records from `from` (epoch seconds) on, oldest first, by pages."""
+        if self.node_logs is None:
+            return Reply(404, {"error_code": "FEATURE_DISABLED", "message": "AI Runtime logs are not enabled."})
+        since = int(query.get("from", 0)) * 1_000_000_000
+        records = [r for r in self.node_logs.get(run_id, []) if int(r["time_unix_nano"]) >= since]
+        start = int(query.get("page_token") or 0)
+        page = records[start : start + self.node_logs_page]
+        more = start + self.node_logs_page < len(records)
+        return Reply(
+            200, {"log_records": page} | ({"next_page_token": str(start + self.node_logs_page)} if more else {})
+        )
+
     def get_output(self, run_id: int) -> Reply:
-        if any(run["task_run_id"] == run_id for run in self.runs.values()):
-            return Reply(200, {k: v for k, v in self.output.items() if v is not None})
+        for run in self.runs.values():
+            if run["task_run_id"] == run_id:
+                output = {k: v for k, v in self.output.items() if v is not None}
+                if any("ai_runtime_task" in task for task in run["body"].get("tasks", [])):
+                    air = {"mlflow_experiment_id": "1234", "mlflow_run_id": f"mlflow-{run_id}"}
+                    output["ai_runtime_task_output"] = air | (
+                        {"status_message": self.air_status} if self.air_status else {}
+                    )
+                return Reply(200, output)
         return self.error(
             400,
             "Retrieving the output of runs with multiple tasks is not supported. Please retrieve the output of "
@@ -398,3 +427,27 @@ class DatabricksPlatform(LoopbackPlatform):
 
     def settle(self) -> None:
         self.workspace.settle()
+
+
+class DatabricksAIRPlatform(DatabricksPlatform):
+    """The same loopback workspace, with the `databricks-air` backend wired to it: runs/submit takes the
+    `ai_runtime_task` and runs/get returns it as submitted; runs/get-output adds `ai_runtime_task_output`."""
+
+    def __enter__(self) -> DatabricksAIRPlatform:
+        super().__enter__()
+        self.settings = {"host": self.url}
+        return self
+
+    def backend(self) -> Backend[Any, Any]:
+        from crosstrain.backends.databricks_air import DatabricksAIRBackend
+
+        retry = RetryPolicy(sleep=lambda seconds: None, call_timeout=self.call_timeout)
+        return DatabricksAIRBackend(client=self.client(), retry=retry, environ={})
+
+    def child_backend(self) -> str:
+        return (
+            "from crosstrain.adaptors.databricks import workspace_client\n"
+            "from crosstrain.backends.databricks_air import DatabricksAIRBackend\n"
+            f"backend = DatabricksAIRBackend(client=workspace_client({self.url!r}, token='loopback', timeout=5.0), "
+            "environ={})\n"
+        )

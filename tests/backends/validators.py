@@ -201,6 +201,48 @@ def databricks(request: Request) -> list[str]:
     return found
 
 
+def databricks_air(request: Request) -> list[str]:
+    """The Databricks checks, and what the SDK's AI Runtime classes document: one task whose `ai_runtime_task` has
+    exactly one deployment, an accelerator type of `ComputeSpecAcceleratorType`, a total count that is a positive
+    multiple of the per-node count, a `command_path` in the workspace that the request uploads, an
+    `environment_key` naming one of `environments`, and the air CLI's rules for names (task key and MLflow run:
+    `[A-Za-z0-9_-]`, at most 100); a priority class only with reserved capacity."""
+    from databricks.sdk.service import jobs
+
+    found = databricks(request)
+    body = request.create.body
+    tasks = body.get("tasks") or []
+    if len(tasks) != 1 or "ai_runtime_task" not in tasks[0]:
+        return [*found, "tasks: one task with an ai_runtime_task"]
+    task, spec = tasks[0], tasks[0]["ai_runtime_task"]
+    names = re.compile(r"[A-Za-z0-9_-]{1,100}")
+    for where, value in (("task_key", task.get("task_key")), ("mlflow_run", spec.get("mlflow_run"))):
+        if value is not None and not names.fullmatch(value):
+            found.append(f"{where}: {value!r} is not 1-100 of [A-Za-z0-9_-]")
+    deployments = spec.get("deployments") or []
+    if len(deployments) != 1:
+        return [*found, f"deployments: {len(deployments)}, not exactly one"]
+    compute = deployments[0]["compute"]
+    try:
+        kind = jobs.ComputeSpecAcceleratorType(compute["accelerator_type"]).value
+    except ValueError as exc:
+        return [*found, f"compute.accelerator_type: {exc}"]
+    per_node = int(re.match(r"GPU_(\d+)x", kind)[1])  # type: ignore[index]
+    count = compute["accelerator_count"]
+    if not isinstance(count, int) or count <= 0 or count % per_node:
+        found.append(f"compute.accelerator_count: {count!r} is not a positive multiple of {per_node}")
+    path = deployments[0].get("command_path") or ""
+    uploaded = {c.body.get("path") for c in request.calls[:-1] if c.url.endswith("/workspace/import")}
+    if not path.startswith("/Workspace/") or path not in uploaded:
+        found.append(f"command_path: {path!r} is not a workspace file the request uploads")
+    environments = {e["environment_key"] for e in body.get("environments") or []}
+    if "environment_key" in task and task["environment_key"] not in environments:
+        found.append(f"environment_key: {task['environment_key']!r} names no environment")
+    if "priority_class" in spec and "provisioned_capacity_id" not in compute:
+        found.append("priority_class: only with compute.provisioned_capacity_id")
+    return found
+
+
 def _round_trip(found: list[str], where: str, parse: Callable[[Any], Any], value: Any) -> None:
     try:
         back = parse(value).as_dict()
@@ -263,6 +305,7 @@ _CHECKS: dict[str, Callable[[Request], list[str]]] = {
     "aiplatform": aiplatform,
     "azureml": azureml,
     "databricks": databricks,
+    "databricks-air": databricks_air,
     "fake": fake,
     "local": local,
 }

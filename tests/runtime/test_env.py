@@ -52,6 +52,22 @@ AZURE_ID = {"AZUREML_RUN_ID": "run-1", "AZUREML_ARM_WORKSPACE_NAME": "ws"}
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "abc", "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0"}
 
 CASES: dict[str, tuple[dict[str, str], ClusterEnv]] = {
+    # --- Databricks AI Runtime: node-level; the cookbook's torchrun flags come from these variables.
+    "databricks-air, node 1 of 2 (the cookbook's variables)": (
+        {
+            "NUM_NODES": "2",
+            "NODE_RANK": "1",
+            "MASTER_ADDR": "10.0.0.4",
+            "MASTER_PORT": "29400",
+            "LOCAL_WORLD_SIZE": "8",
+            "CODE_SOURCE_PATH": "/tmp/code",
+        },
+        cluster("databricks-air", 2, 1, 8, "10.0.0.4", 29400),
+    ),
+    "databricks-air, one node, no rendezvous said": (
+        {"NUM_NODES": "1", "NODE_RANK": "0"},
+        cluster("databricks-air", 1, 0, None, "127.0.0.1", 29500),
+    ),
     # --- Vertex AI: node-level; pool 0 is node 0, pool 1 index i is node i + 1; pools 2 and 3 don't count.
     "vertex seed, primary": (vertex(), cluster("vertex", 3, 0, None, "cmle-training-workerpool0-ab-0", 29500)),
     "vertex seed, second worker": (
@@ -488,3 +504,8 @@ def test_vertex_follows_cluster_spec_where_its_node_level_variables_disagree(
     env = detect(vertex("workerpool1", 0, **extra))
     assert (env.nnodes, env.node_rank) == (3, 1)
     assert f"vertex: {variable} is" in caplog.text
+
+
+def test_databricks_air_refuses_a_node_rank_beyond_its_nodes() -> None:
+    with pytest.raises(ClusterEnvError, match="NODE_RANK"):
+        detect({"NUM_NODES": "2", "NODE_RANK": "2", "MASTER_ADDR": "10.0.0.4"})

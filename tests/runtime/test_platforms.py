@@ -21,6 +21,7 @@ from crosstrain.runtime.platforms import (
     AzureMLMPI,
     AzureMLPyTorch,
     Databricks,
+    DatabricksAIR,
     PlainEnv,
     Platform,
     SingleProcess,
@@ -51,6 +52,7 @@ EMULATED: dict[str, type[Platform]] = {
     "azureml": AzureMLPyTorch,
     "azureml-mpi": AzureMLMPI,
     "databricks": Databricks,
+    "databricks-air": DatabricksAIR,
     "env": PlainEnv,
 }
 
@@ -108,7 +110,7 @@ def expected_place(case: Case, index: int) -> ClusterEnv:
     """Where the `index`-th process the platform starts stands, as its variables can tell."""
     t, addr_port = case.topology, case.master()
     name = {VertexAI: "vertex", AIPlatformTraining: "aiplatform"}.get(case.platform, case.platform.name)
-    if case.platform in (VertexAI, AIPlatformTraining):  # one process per node: node facts only
+    if case.platform in (VertexAI, AIPlatformTraining, DatabricksAIR):  # one process per node: node facts only
         return ClusterEnv(name, t.nnodes, index, None, *addr_port)
     rank, node, local = t.ranks()[index]
     if case.platform is Databricks and t.nnodes > 1:  # one torchrun "node" per Spark task: a task is a node
@@ -119,7 +121,7 @@ def expected_place(case: Case, index: int) -> ClusterEnv:
 
 
 def expected_needs_launcher(case: Case, place: ClusterEnv) -> bool:
-    if case.platform in (VertexAI, AIPlatformTraining):
+    if case.platform in (VertexAI, AIPlatformTraining, DatabricksAIR):
         return True
     # one process per machine on a machine-level platform is a node in disguise, once the node count is known
     machine_level = case.platform in (AzureMLPyTorch, AzureMLMPI)

@@ -186,6 +186,26 @@ def found_or_none(fn: Callable[[], T]) -> T | None:
         return None
 
 
+#: What a workspace answers for an endpoint it does not serve: turned off (a preview), or not there at all.
+_NOT_SERVED = ("FEATURE_DISABLED", "ENDPOINT_NOT_FOUND")
+
+
+def served_or_none(fn: Callable[[], T]) -> T | None:
+    """An answer of an endpoint a workspace may not serve, or None where it does not (`FEATURE_DISABLED`,
+    `ENDPOINT_NOT_FOUND`, a 404); any other error is raised, for `call` to map."""
+    from databricks.sdk.errors import NotFound
+    from databricks.sdk.errors.base import DatabricksError
+
+    try:
+        return fn()
+    except NotFound:
+        return None
+    except DatabricksError as error:
+        if getattr(error, "error_code", None) in _NOT_SERVED:
+            return None
+        raise
+
+
 def call(fn: Callable[[], T], what: str) -> T:
     """Make one SDK call; its failure as crosstrain's error (`what` names the call in the message)."""
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import inspect
 import re
 from typing import TYPE_CHECKING, Annotated
 from urllib.parse import parse_qs, urlencode
@@ -13,9 +12,8 @@ from urllib.parse import parse_qs, urlencode
 from pydantic import AfterValidator
 
 from crosstrain import secrets
-from crosstrain.backends.base import launcher_command
+from crosstrain.backends.base import archive_bootstrap, launcher_command
 from crosstrain.backends.binding import shown
-from crosstrain.databricks_task import UnsafeArchive, checked, extract
 from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError, Unsupported
 from crosstrain.locations import bucket_problem
 from crosstrain.records import HttpCall, JobHandle, Request
@@ -278,15 +276,7 @@ def code_refusals(job: TrainingJob, staging_bucket: str | None, target: str, pla
 #: fresh folder, with crosstrain's one safe extraction (`databricks_task.extract`, its source inline: nothing of
 #: crosstrain is there yet), and start the bootstrap there. Standard library only (no pip); argv: ARCHIVE
 #: [BOOTSTRAP ARGS...].
-FUSE_BOOTSTRAP = (
-    "from __future__ import annotations\n"
-    "import os, sys, tarfile, tempfile\n"
-    + "".join(inspect.getsource(part) for part in (UnsafeArchive, checked, extract))
-    + "d = tempfile.mkdtemp(prefix='crosstrain-code-')\n"
-    "extract(sys.argv[1], d)\n"
-    "os.chdir(os.path.join(d, 'crosstrain_code-1.0'))\n"
-    "os.execv(sys.executable, [sys.executable, '-m', 'crosstrain_code', *sys.argv[2:]])\n"
-)
+FUSE_BOOTSTRAP = archive_bootstrap()
 
 
 def fuse_command(bucket: str, name: str, command: list[str], *, install: bool) -> list[str]:

@@ -837,3 +837,23 @@ def launcher_command(command: list[str], *, nproc_per_node: int | str = "auto", 
     Pass `nnodes` where the platform's variables cannot tell one process per node from one per GPU (Azure ML)."""
     nodes = ["--nnodes", str(nnodes)] if nnodes is not None else []
     return ["python", "-m", LAUNCHER_MODULE, "--nproc-per-node", str(nproc_per_node), *nodes, "--", *command]
+
+
+def archive_bootstrap() -> str:
+    """A Python program that unpacks a code bundle's archive (argv[1]) into a fresh folder, with crosstrain's one
+    safe extraction (`databricks_task.extract`, its source inline: nothing of crosstrain is there yet), and starts
+    the bundle's bootstrap there with the rest of argv. Standard library only: it runs before anything is installed,
+    on a node that reads the archive as a file (a FUSE mount of Cloud Storage, workspace files or a volume)."""
+    import inspect
+
+    from crosstrain.databricks_task import UnsafeArchive, checked, extract
+
+    return (
+        "from __future__ import annotations\n"
+        "import os, sys, tarfile, tempfile\n"
+        + "".join(inspect.getsource(part) for part in (UnsafeArchive, checked, extract))
+        + "d = tempfile.mkdtemp(prefix='crosstrain-code-')\n"
+        "extract(sys.argv[1], d)\n"
+        "os.chdir(os.path.join(d, 'crosstrain_code-1.0'))\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'crosstrain_code', *sys.argv[2:]])\n"
+    )

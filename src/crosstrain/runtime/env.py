@@ -24,6 +24,7 @@ from crosstrain.runtime.platforms.base import (
     Platform,
     Topology,
 )
+from crosstrain.runtime.platforms.databricks_air import DatabricksAIR
 from crosstrain.runtime.platforms.plain import PlainEnv
 from crosstrain.runtime.platforms.single import SingleProcess
 from crosstrain.runtime.platforms.torchelastic import TorchElastic
@@ -40,6 +41,7 @@ __all__ = [
     "AzureMLPyTorch",
     "ClusterEnv",
     "ClusterEnvError",
+    "DatabricksAIR",
     "PlainEnv",
     "Platform",
     "SingleProcess",
@@ -57,6 +59,7 @@ PLATFORMS: tuple[type[Platform], ...] = (
     AzureMLMPI,
     VertexAI,
     AIPlatformTraining,
+    DatabricksAIR,
     PlainEnv,
     SingleProcess,
 )

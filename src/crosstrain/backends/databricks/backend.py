@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import base64
-import configparser
 import dataclasses
 import hashlib
-import io
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from crosstrain import catalog, packaging, secrets, uploads
+from crosstrain.backends._databricks import WorkspaceBackend
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
     MAX_RESULT_BYTES,
     NODES_WHY,
-    Backend,
     Capabilities,
     Ids,
 )
-from crosstrain.backends.binding import Binding, Configured, origin_of, shown
 from crosstrain.backends.databricks import wire
 from crosstrain.backends.databricks.emulate import EMULATION
 from crosstrain.backends.databricks.logs import (
@@ -45,15 +41,10 @@ from crosstrain.backends.databricks.settings import (
     FINGERPRINT_TAG,
     WORKSPACE_CODE_LIMITS,
     DatabricksSettings,
-    T,
 )
 from crosstrain.backends.databricks.wire import (
     _check_call,
-    _check_upload_call,
     _cluster_tags,
-    _content,
-    _files_path,
-    _query_path,
 )
 from crosstrain.data import Placement, Reach
 from crosstrain.databricks_task import LAUNCHER_NAME
@@ -67,10 +58,11 @@ if TYPE_CHECKING:
     from databricks.sdk.service.jobs import Run
 
 
-class DatabricksBackend(Backend[DatabricksSettings, Planned]):
+class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
     """Databricks one-time runs that call TorchDistributor. Example: `crosstrain submit job.yaml -t databricks`."""
 
     emulation = EMULATION
+    code_limits = WORKSPACE_CODE_LIMITS
     # Unity Catalog volumes and DBFS are files on every node (read and written in place); another cloud's URI
     # reaches the code as is (`direct`), for Spark or a client with the cluster's credentials.
     data_placement = Placement(
@@ -141,14 +133,6 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         ("tasks", 0, "new_cluster", "node_type_id"): "the nodes' machine (set `machine`)",
         ("tasks", 0, "spark_python_task"): "the driver's TorchDistributor call",
     }
-
-    def __init__(self, *, client: WorkspaceClient | None = None, log_interval: float = 30.0, **kwargs: Any) -> None:
-        """`client`: a `WorkspaceClient` to use for every call (tests and benchmarks point one at a loopback
-        workspace; make it with `crosstrain.adaptors.databricks.workspace_client`, so that its own retries are
-        off). Without one, each call site makes one for the settings' or the handle's host and profile."""
-        super().__init__(**kwargs)
-        self.client = client
-        self.log_interval = log_interval  # how often `logs(follow=True)` looks for newly delivered lines
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def plan(self, job: TrainingJob, settings: DatabricksSettings) -> Planned:
@@ -451,146 +435,6 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         return json.loads(text)
 
     # -- submit, status, cancel, logs (through databricks-sdk) ---------------------------------------------
-    def _client(self, host: str, profile: str | None) -> WorkspaceClient:
-        if self.client is not None:
-            return self.client
-        from crosstrain.adaptors import databricks as adaptor
-
-        def make() -> WorkspaceClient:  # making one authenticates and probes the host
-            return adaptor.workspace_client(
-                host, profile=profile, timeout=self.retry.call_timeout, connect_timeout=self.retry.connect_timeout
-            )
-
-        return self.cached_client((host, profile), make)
-
-    # -- where credentials may go -------------------------------------------------------------------------
-    binding_settings = ("host", "profile")
-    binding = Binding(
-        origins=None,
-        service=None,
-        nowhere_else="the Databricks token goes nowhere else",
-        made_for="your workspace",
-        required=("host",),
-        origin_key="host",
-        origin_noun="workspace",
-        configure_also=", or use a ~/.databrickscfg profile for it",
-    )
-
-    def _workspace(self, profile: str | None) -> tuple[str | None, str]:
-        """The workspace this machine configures, and where that comes from: an injected client's host, else
-        `--set host`, `DATABRICKS_HOST`, crosstrain's config file, else the host of the profile in ~/.databrickscfg
-        (the configured profile, else `profile`, else the file's default), as the Databricks SDK reads them."""
-        if self.client is not None:
-            return origin_of(str(self.client.config.host or "")), "the client crosstrain was given"
-        configured = self.configured()
-        if "host" in configured:
-            return configured["host"], self.configured_source("host")
-        return self._profile_host(configured.get("profile") or profile)
-
-    def _profile_host(self, profile: str | None) -> tuple[str | None, str]:
-        """The host of `profile` (None: the default one) in the Databricks config file, as the SDK picks it."""
-        path = Path(self.environ.get("DATABRICKS_CONFIG_FILE") or "~/.databrickscfg").expanduser()
-        parser = configparser.ConfigParser(default_section="\0", interpolation=None)  # DEFAULT is a profile
-        try:
-            parser.read(path, encoding="utf-8")
-        except (configparser.Error, UnicodeDecodeError, OSError):
-            return None, f"{path} (unreadable)"
-        if profile is None:
-            profile = parser.get("__settings__", "default_profile", fallback="").strip() or "DEFAULT"
-        host = parser.get(profile, "host", fallback="") if parser.has_section(profile) else ""
-        where = f"profile {profile} in {path}"
-        if not host:
-            return None, where
-        try:
-            return DatabricksSettings._host(host), where
-        except ValueError:
-            return None, where
-
-    def configured_origin(self, stated: Mapping[str, Any], env: Mapping[str, str]) -> Configured:
-        """The workspace this machine configures, for the profile a handle or request names."""
-        profile = stated.get("profile")
-        host, source = self._workspace(profile if isinstance(profile, str) else None)
-        return Configured(host, source if host else f"no DATABRICKS_HOST, no host in {source}")
-
-    def binding_extras(self, stated: Mapping[str, Any], at: str, what: str) -> list[Problem]:
-        """The profile a handle or request names: its credentials go to its own host, which must be the one."""
-        profile = stated.get("profile")
-        if not isinstance(profile, str | None):
-            return [Problem(f"{at}.profile", f"{shown(profile)} is not a profile name", f"use the {what} as made")]
-        used = self._profile_for(profile)
-        found = origin_of(stated.get("host"))
-        if used is None or self.client is not None:
-            return []
-        profile_host, where = self._profile_host(used)
-        if profile_host is not None and profile_host != found:
-            return [
-                Problem(
-                    f"{at}.profile",
-                    f"{where} is for {profile_host}, not {found}: its credentials would go to another workspace",
-                    f"pass --set profile=<the profile of {found}>",
-                )
-            ]
-        return []
-
-    def _profile_for(self, profile: str | None) -> str | None:
-        """The profile that authenticates: the configured one, else the one the handle or request names."""
-        configured = self.configured().get("profile") if self.client is None else None
-        return configured or profile
-
-    def _handle_client(self, handle: JobHandle) -> WorkspaceClient:
-        """The client for the handle's workspace, once it is known to be the configured one."""
-        self.check_handle(handle)
-        profile = handle.ref.get("profile")
-        if not self.is_issued(handle):
-            profile = self._profile_for(profile)
-        return self._client(handle.ref["host"], profile)
-
-    def _safe_call(self, fn: Callable[[], T], what: str) -> T:
-        """One SDK call that is safe to repeat (a read, a cancel, an upload), retried as a poll."""
-        from crosstrain.adaptors import databricks as adaptor
-
-        return self.retry.poll(lambda: adaptor.call(fn, what))
-
-    def _sent_bundle(self, request: Request) -> packaging.Bundle:
-        """The bundle the request uploads, made again: the job's folder (refused if it changed since render), or
-        crosstrain's runtime alone."""
-        try:
-            if request.code is not None:
-                limits = packaging.Limits() if request.settings.get("volume") else WORKSPACE_CODE_LIMITS
-                return packaging.check_unchanged(request.code, limits)
-            return wire.runtime_bundle()
-        except uploads.UploadRefused as refused:
-            raise SpecError([refused.problem]) from None
-
-    def _holds(self, w: WorkspaceClient, path: str, expected: bytes, volume: bool) -> bool:
-        """Whether `path` holds `expected`, byte for byte. Its name is its content's digest, but a name is no
-        proof: a truncated or replaced object is uploaded again, never run. The size first, then what is read
-        back (at most one byte more than expected)."""
-        from crosstrain.adaptors import databricks as adaptor
-
-        if volume:
-            meta = self._safe_call(partial(adaptor.found_or_none, partial(w.files.get_metadata, path)), f"fs {path}")
-            if meta is None or int(meta.content_length or 0) != len(expected):
-                return False
-
-            def read() -> bytes:
-                return WorkspaceFiles(w, lambda fn, what: fn(), dbfs=False).chunk(path, 0, len(expected) + 1)
-        else:
-            info = self._safe_call(
-                partial(adaptor.found_or_none, partial(w.workspace.get_status, path)), f"workspace/get-status {path}"
-            )
-            if info is None or (info.size is not None and int(info.size) != len(expected)):
-                return False
-
-            def read() -> bytes:
-                export = adaptor.workspace().ExportFormat.AUTO
-                return bytes(w.workspace.download(path, format=export).read(len(expected) + 1))
-
-        held = self._safe_call(read, f"read back {path}")
-        return hashlib.sha256(held).digest() == hashlib.sha256(expected).digest()
-
-    def _read_run(self, w: WorkspaceClient, run_id: int) -> Run:
-        return self._safe_call(partial(w.jobs.get_run, run_id), f"runs/get {run_id}")
 
     def send(self, request: Request) -> JobHandle:
         from crosstrain.adaptors import databricks as adaptor
@@ -601,61 +445,7 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
         profile = settings.profile if trusted else self._profile_for(settings.profile)
         w = self._client(settings.host, profile)
         jobs = adaptor.jobs()
-        uploads_ = request.calls[:-1]
-        for i, call in enumerate(uploads_):  # every path checked before anything is sent
-            _check_upload_call(call, settings, f"calls[{i}]")
-        bundle = self._sent_bundle(request)
-        skip = False
-        for call in uploads_:
-            body, url = call.body, call.url
-            if call.method in ("GET", "HEAD"):  # the content address holds the content -> skip its uploads
-                volume = call.method == "HEAD"  # a volume (Files API), else workspace files
-                path = _files_path(url, "/api/2.0/fs/files") if volume else _query_path(url)
-                writes = next((c for c in uploads_ if isinstance(c.body, dict) and c.body.get("path") == path), None)
-                content = writes.body.get("content") if writes is not None else None
-                if isinstance(content, dict):  # named by its content: reused only where it holds that content
-                    skip = self._holds(w, path, _content(content, bundle), volume)
-                else:  # a run's own file (named by the run): there, it is the run's, never overwritten
-                    skip = self._safe_call(
-                        partial(adaptor.exists, partial(w.workspace.get_status, path)), f"workspace/get-status {path}"
-                    )
-            elif skip:
-                continue
-            elif url.endswith("/workspace/mkdirs"):
-                self._safe_call(partial(w.workspace.mkdirs, body["path"]), "workspace/mkdirs")
-            elif "/fs/directories/" in url:
-                folder = _files_path(url, "/api/2.0/fs/directories")
-                self._safe_call(partial(w.files.create_directory, folder), "fs/directories")
-            elif "/fs/files/" in url:
-                data, path = _content(body["content"], bundle), body["path"]
-
-                def put_file(data: bytes = data, path: str = path) -> None:
-                    w.files.upload(path, io.BytesIO(data), overwrite=True, use_parallel=False)
-
-                self._safe_call(put_file, "fs/files")
-            elif isinstance(body["content"], str):  # a lone training file, inline
-                workspace = adaptor.workspace()
-                upload = partial(
-                    w.workspace.import_,
-                    body["path"],
-                    content=body["content"],
-                    format=workspace.ImportFormat(body["format"]),
-                    overwrite=body["overwrite"],
-                )
-                self._safe_call(upload, "workspace/import")
-            else:
-                workspace = adaptor.workspace()
-                data, path, fmt = (
-                    _content(body["content"], bundle),
-                    body["path"],
-                    workspace.ImportFormat(body["format"]),
-                )
-
-                def import_file(data: bytes = data, path: str = path, fmt: Any = fmt) -> None:
-                    # A fresh stream per attempt: a retry re-reads the bytes from the start.
-                    w.workspace.upload(path, io.BytesIO(data), format=fmt, overwrite=True)
-
-                self._safe_call(import_file, "workspace/import")
+        self._upload(w, request, settings)
         body = request.create.body
         convert: dict[str, Callable[[Any], Any]] = {
             "tasks": lambda tasks: [jobs.SubmitTask.from_dict(t) for t in tasks],
@@ -753,10 +543,6 @@ class DatabricksBackend(Backend[DatabricksSettings, Planned]):
                 ref={"host": settings.host, "profile": profile, "run_id": run.run_id},
             )
             yield JobSummary(identity, state, native, (run.start_time or 0) / 1000, console, handle)
-
-    def cancel(self, handle: JobHandle) -> None:
-        run_id = int(handle.ref["run_id"])
-        self._safe_call(partial(self._handle_client(handle).jobs.cancel_run, run_id), f"runs/cancel {run_id}")
 
     def result_bytes(self, handle: JobHandle) -> bytes:
         """A function job's result, from the volume or DBFS folder under the job's output_dir."""

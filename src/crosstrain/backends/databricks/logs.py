@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-import base64
 import collections
 import re
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
-from crosstrain.backends.databricks.settings import CANCELED, DBFS_LOG_ROOT, STATE_MAP, SUCCESS, DatabricksSettings
+from crosstrain.backends._databricks import WorkspaceFiles, state_of  # shared with the AI Runtime target
+from crosstrain.backends.databricks.settings import DBFS_LOG_ROOT, DatabricksSettings
 from crosstrain.backends.tail import TailReader
-from crosstrain.errors import SubmitError
-from crosstrain.records import JobState
 
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient
     from databricks.sdk.service.jobs import Run
-
-
-def _state_of(run: Run) -> tuple[JobState, str, str]:
-    """The run's common state, its `life_cycle_state[/result_state]` and its `state_message`."""
-    state = run.state
-    life = state.life_cycle_state.value if state and state.life_cycle_state else "UNKNOWN"
-    result = state.result_state.value if state and state.result_state else ""
-    message = (state.state_message if state else "") or ""
-    native = f"{life}/{result}" if result else life
-    if life in ("TERMINATED", "SKIPPED"):
-        return {SUCCESS: JobState.SUCCEEDED, CANCELED: JobState.CANCELLED}.get(result, JobState.FAILED), native, message
-    if life == "TERMINATING" and result == CANCELED:
-        return JobState.CANCELLING, native, message
-    return STATE_MAP.get(life, JobState.UNKNOWN), native, message
 
 
 #: How the failing rank is named: torchelastic's failure summary (`rank : 1 (local_rank: 1)`), torch's
@@ -78,57 +60,6 @@ DRIVER_PREFIX = "[driver] "
 _DRIVER_FILES = (("stdout", DRIVER_PREFIX), ("stderr", "[driver stderr] "))
 #: How much of the delivered stdout is kept to compare with the run output's tail (at most 5 MB, by the Jobs API).
 _KEPT_STDOUT = 8 * 1024 * 1024
-#: `dbfs/read` returns at most 1 MB per call.
-_DBFS_READ = 1024 * 1024
-
-
-class WorkspaceFiles:
-    """Files in DBFS (`dbfs:/...`) or a Unity Catalog volume (`/Volumes/...`), read by size and byte range."""
-
-    def __init__(self, w: WorkspaceClient, call: Callable[[Callable[[], Any], str], Any], *, dbfs: bool) -> None:
-        self.w, self.call, self.dbfs = w, call, dbfs
-
-    @staticmethod
-    def path(location: str) -> tuple[str, bool]:
-        """A location as the API names it (DBFS paths without `dbfs:`), and whether it is in DBFS."""
-        if location.startswith("dbfs:"):
-            return "/" + location.removeprefix("dbfs:").lstrip("/"), True
-        return location, False
-
-    def size(self, path: str) -> int | None:
-        """The file's size; None where there is no such file."""
-        from crosstrain.adaptors import databricks as adaptor
-
-        if self.dbfs:
-            info = self.call(partial(adaptor.found_or_none, partial(self.w.dbfs.get_status, path)), f"dbfs {path}")
-            return None if info is None else int(info.file_size or 0)
-        meta = self.call(partial(adaptor.found_or_none, partial(self.w.files.get_metadata, path)), f"fs {path}")
-        return None if meta is None else int(meta.content_length or 0)
-
-    def chunk(self, path: str, start: int, end: int) -> bytes:
-        """Bytes `start` to `end` (exclusive) of the file."""
-        if self.dbfs:
-            data = b""
-            while start + len(data) < end:
-                at = start + len(data)
-                read = partial(self.w.dbfs.read, path, offset=at, length=min(_DBFS_READ, end - at))
-                got = base64.b64decode(self.call(read, f"dbfs/read {path}").data or "")
-                if not got:
-                    break
-                data += got
-            return data
-
-        def ranged() -> bytes:
-            headers = {"Accept": "application/octet-stream", "Range": f"bytes={start}-{end - 1}"}
-            if self.w.config.workspace_id:  # as the SDK's own Files API calls send it
-                headers["X-Databricks-Workspace-Id"] = self.w.config.workspace_id
-            answer = self.w.api_client.do("GET", f"/api/2.0/fs/files{quote(path)}", headers=headers, raw=True)
-            if not isinstance(answer, dict):
-                raise SubmitError(f"fs/files {path}: the workspace answered without the file's contents")
-            data = bytes(answer["contents"].read())
-            return data[start:end] if len(data) > end - start else data  # a server that ignored the range
-
-        return bytes(self.call(ranged, f"fs/files {path}"))
 
 
 class _DriverLogs:
@@ -186,3 +117,8 @@ def log_conf(settings: DatabricksSettings, identity: str) -> dict[str, Any]:
     """The cluster's `cluster_log_conf`: a Unity Catalog volume, else DBFS."""
     kind = "volumes" if settings.volume else "dbfs"
     return {kind: {"destination": log_destination(settings, identity)}}
+
+
+_state_of = state_of
+
+__all__ = ["WorkspaceFiles", "_state_of"]

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import urlparse
 
-from pydantic import Field, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field
 
 from crosstrain import packaging, uploads
+from crosstrain.backends._databricks import CANCELED, STATE_MAP, SUCCESS, WorkspaceSettings
 from crosstrain.environments import Runtime, Runtimes
-from crosstrain.records import JobState
-from crosstrain.safe import redact
-from crosstrain.settings import TargetSettings, setting
+from crosstrain.settings import setting
 
 if TYPE_CHECKING:
     pass
@@ -24,19 +21,7 @@ T = TypeVar("T")
 
 Cloud = Literal["aws", "azure", "gcp"]
 
-#: `life_cycle_state` -> common state, for runs that have not ended.
-STATE_MAP: Mapping[str, JobState] = {
-    "QUEUED": JobState.QUEUED,
-    "PENDING": JobState.QUEUED,
-    "BLOCKED": JobState.QUEUED,
-    "WAITING_FOR_RETRY": JobState.QUEUED,
-    "RUNNING": JobState.RUNNING,
-    "TERMINATING": JobState.RUNNING,
-    "INTERNAL_ERROR": JobState.FAILED,
-}
-#: A run that ended (TERMINATED or SKIPPED) succeeded only with this `result_state`; CANCELED is cancelled,
-#: everything else (FAILED, TIMEDOUT, SUCCESS_WITH_FAILURES, UPSTREAM_*, ...) is a failure.
-SUCCESS, CANCELED = "SUCCESS", "CANCELED"
+# STATE_MAP, SUCCESS and CANCELED: the Jobs states, shared (`crosstrain.backends._databricks`).
 #: The cluster tag that carries the request's fingerprint (next to `crosstrain_job`, the identity).
 FINGERPRINT_TAG = "crosstrain_fingerprint"
 
@@ -94,19 +79,10 @@ RUNTIMES = Runtimes(
     ),
     "targets.databricks.spark_version",
 )
-_VOLUME = re.compile(r"/Volumes/[^/]+/[^/]+/[^/]+(/.*)?")
 
 
-class DatabricksSettings(TargetSettings):
-    host: str = setting(
-        description="Workspace URL, e.g. https://dbc-1234.cloud.databricks.com.", env=("DATABRICKS_HOST",)
-    )
-    profile: str | None = setting(
-        None,
-        description="~/.databrickscfg profile for authentication (DATABRICKS_TOKEN and the other unified-auth "
-        "variables are read by the Databricks SDK itself).",
-        env=("DATABRICKS_CONFIG_PROFILE",),
-    )
+class DatabricksSettings(WorkspaceSettings):
+    # host, profile, workspace_dir, volume and their checks: the shared `WorkspaceSettings`.
     cloud: Cloud | None = setting(
         None,
         description="The workspace's cloud, which picks node types from the catalog; read from the host "
@@ -132,54 +108,6 @@ class DatabricksSettings(TargetSettings):
         description="Workspace folder that submit uploads to: the code archive and crosstrain's launcher under "
         "code/<sha of the bundle>/, a lone local training file under <identity>/<sha of the file>/.",
     )
-    volume: str | None = setting(
-        None,
-        description="A Unity Catalog volume folder (/Volumes/<catalog>/<schema>/<volume>[/folder]) for the code "
-        "archive, under code/<sha of the bundle>/: for archives over the workspace import's 10 MB.",
-    )
-
-    @field_validator("volume")
-    @classmethod
-    def _volume(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        folder = value.rstrip("/")
-        if not _VOLUME.fullmatch(folder):
-            raise PydanticCustomError(
-                "crosstrain",
-                f"{value!r} is not a Unity Catalog volume folder",
-                {"fix": "use /Volumes/<catalog>/<schema>/<volume>, optionally with a folder under it"},
-            )
-        try:
-            return uploads.check_destination(folder, "volume", absolute=True)
-        except uploads.UploadRefused as refused:
-            problem = refused.problem
-            raise PydanticCustomError("crosstrain", problem.message.replace("{", "{{"), {"fix": problem.fix}) from None
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, value: str) -> str:
-        value = value.strip().rstrip("/")
-        url = urlparse(value if "://" in value else f"https://{value}")
-        if url.scheme not in ("http", "https") or not url.hostname or url.path not in ("", "/"):
-            raise ValueError(
-                f"{redact(value)!r} is not a workspace URL; use one such as https://dbc-1234.cloud.databricks.com"
-            )
-        return f"{url.scheme}://{url.netloc}"
-
-    @field_validator("workspace_dir")
-    @classmethod
-    def _workspace_dir(cls, value: str) -> str:
-        folder = value.rstrip("/")
-        if not folder.startswith("/Workspace/"):
-            raise PydanticCustomError(
-                "crosstrain", f"{value!r} is not a workspace folder", {"fix": "use a folder under /Workspace/"}
-            )
-        try:
-            return uploads.check_destination(folder, "workspace_dir", absolute=True)
-        except uploads.UploadRefused as refused:
-            problem = refused.problem
-            raise PydanticCustomError("crosstrain", problem.message.replace("{", "{{"), {"fix": problem.fix}) from None
 
     def resolved_cloud(self) -> Cloud | None:
         if self.cloud:
@@ -189,3 +117,6 @@ class DatabricksSettings(TargetSettings):
             if host.endswith(suffix):
                 return cloud  # type: ignore[return-value]
         return None
+
+
+__all__ = ["CANCELED", "STATE_MAP", "SUCCESS", "DatabricksSettings"]

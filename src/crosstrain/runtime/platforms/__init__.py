@@ -11,6 +11,7 @@ from crosstrain.runtime.platforms.azureml import AzureMLPyTorch
 from crosstrain.runtime.platforms.azureml_mpi import AzureMLMPI
 from crosstrain.runtime.platforms.base import ClusterEnv, ClusterEnvError, Platform, Topology
 from crosstrain.runtime.platforms.databricks import Databricks
+from crosstrain.runtime.platforms.databricks_air import DatabricksAIR
 from crosstrain.runtime.platforms.plain import PlainEnv
 from crosstrain.runtime.platforms.single import SingleProcess
 from crosstrain.runtime.platforms.torchelastic import TorchElastic
@@ -23,6 +24,7 @@ __all__ = [
     "ClusterEnv",
     "ClusterEnvError",
     "Databricks",
+    "DatabricksAIR",
     "PlainEnv",
     "Platform",
     "SingleProcess",

@@ -1,0 +1,447 @@
+"""The Databricks AI Runtime backend: render the one-time run with an `ai_runtime_task` from the plan, upload the
+code and the command script, submit, follow the run."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from crosstrain import packaging
+from crosstrain.backends._databricks import WorkspaceBackend, _check_call, runtime_bundle, state_of
+from crosstrain.backends.base import (
+    FINGERPRINT_WHY,
+    IDENTITY_WHY,
+    NODES_WHY,
+    Capabilities,
+    Ids,
+    archive_bootstrap,
+    bundle_command,
+    launcher_command,
+)
+from crosstrain.backends.databricks_air.emulate import EMULATION
+from crosstrain.backends.databricks_air.logs import NodeLogs
+from crosstrain.backends.databricks_air.plan import Plan, _plan
+from crosstrain.backends.databricks_air.settings import WORKSPACE_CODE_LIMITS, DatabricksAIRSettings
+from crosstrain.data import Placement, Reach
+from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
+from crosstrain.failures import last_lines, summary
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
+from crosstrain.spec import TrainingJob
+
+if TYPE_CHECKING:
+    from databricks.sdk.service.jobs import Run
+
+#: The command script's name, beside which nothing else is written (the service runs it on every node).
+COMMAND_SCRIPT = "command.sh"
+_JSON = {"Accept": "application/json", "Content-Type": "application/json"}
+
+
+def command_script(job: TrainingJob, plan: Plan, archive: str, ids: Ids) -> str:
+    """The script every node runs (`command_path`): the job's variables exported, then the code archive unpacked
+    from the path every node reads (workspace files or the volume) by crosstrain's bootstrap, which runs
+    crosstrain's launcher (one process per GPU) from the code folder with the job's command."""
+    pool = plan.pool
+    command = [*(pool.command or []), *pool.args]
+    launched = launcher_command(command, nproc_per_node=plan.gpus_per_node)
+    # With a custom image the run has no environment to install into: the bootstrap pip-installs them.
+    install = bool(pool.image) and bool(plan.dependencies)
+    argv = ["python3", "-c", archive_bootstrap(), archive, *bundle_command(launched, install=install)[3:]]
+    env = dict(pool.env)
+    if job.output_dir:
+        env["CROSSTRAIN_OUTPUT_DIR"] = job.output_dir
+    lines = [
+        "#!/bin/bash",
+        f"# Written by crosstrain for {ids.identity}: run on every node of the AI Runtime run.",
+        "set -euo pipefail",
+        *(f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())),
+        "exec " + shlex.join(argv),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
+    """Databricks AI Runtime (serverless GPU) runs. Example: `crosstrain submit job.yaml -t databricks-air`."""
+
+    emulation = EMULATION
+
+    # Serverless nodes see Unity Catalog volumes as files; another cloud's URI reaches the code as is.
+    data_placement = Placement(
+        "Databricks AI Runtime",
+        {
+            "volume": Reach(
+                frozenset({None, "mount", "direct"}),
+                "every node sees it as files (FUSE) and reads and writes it in place, with no copy",
+                "mount (the default) or direct",
+            ),
+            **dict.fromkeys(
+                ("gs", "azure", "s3"),
+                Reach(
+                    frozenset({"direct"}),
+                    "AI Runtime nodes see only /Volumes/ and /Workspace/ as files; a cloud URI reaches the code as is",
+                    "direct, or put the data in a Unity Catalog volume (/Volumes/...)",
+                ),
+            ),
+        },
+        "/Volumes/..., or cloud URIs with mode: direct",
+        azure_types_fix="use type: folder or file (or read a Unity Catalog table in the code)",
+    )
+    name = "databricks-air"
+    code_limits = WORKSPACE_CODE_LIMITS
+    title = "Databricks AI Runtime (serverless GPU)"
+    extra = "databricks"
+    settings_model = DatabricksAIRSettings
+    handle_ref = {"host": str, "run_id": int}
+    capabilities = Capabilities(
+        logs=True,  # every node's, from the per-node logs endpoint
+        dedupes_create=True,  # runs/submit's idempotency_token
+        launch_modes=frozenset({"auto", "per-process"}),  # crosstrain's launcher starts one process per GPU
+        frameworks=frozenset({"pytorch", "deepspeed"}),
+        code=True,  # the archive on workspace files or a volume, unpacked on each node by the command script
+        requirements=True,  # environments[].spec.dependencies
+    )
+    identity_max_len = 64  # the longest idempotency_token Databricks takes
+    patch_schema = "crosstrain.backends.databricks_air"
+    owned_fields = {
+        ("idempotency_token",): IDENTITY_WHY,
+        ("tasks", 0, "ai_runtime_task", "mlflow_run"): IDENTITY_WHY,
+        ("tasks", 0, "ai_runtime_task", "deployments", 0, "command_path"): FINGERPRINT_WHY,
+        ("tasks", 0, "ai_runtime_task", "deployments", 0, "compute", "accelerator_count"): NODES_WHY,
+    }
+    planned_fields = {
+        ("tasks", "*"): "the run's one task",
+        ("tasks", 0, "ai_runtime_task"): "the AI Runtime task the job is planned as",
+        ("tasks", 0, "ai_runtime_task", "deployments", 0, "compute"): "the nodes' accelerators (set `machine`)",
+    }
+
+    def plan(self, job: TrainingJob, settings: DatabricksAIRSettings) -> Plan:
+        plan, problems = _plan(job, settings)
+        if plan is None or problems:
+            raise Unsupported(self.name, problems)
+        return plan
+
+    def platform_refusals(self, job: TrainingJob, settings: DatabricksAIRSettings) -> list[Problem]:
+        pool = job.pools()[0]
+        problems = []
+        for path, value, message, fix in (
+            (
+                "network",
+                job.network,
+                "AI Runtime runs on serverless compute in the workspace's network; a job cannot choose one",
+                "remove `network`",
+            ),
+            (
+                "scheduling.max_wait",
+                job.scheduling.max_wait,
+                "Databricks one-time runs have no start deadline",
+                "remove `scheduling.max_wait`; `scheduling.timeout` bounds the whole run",
+            ),
+            (
+                f"{pool.role}.boot_disk",
+                pool.boot_disk,
+                "AI Runtime sizes its nodes' disks itself",
+                "remove `boot_disk`",
+            ),
+            (
+                "env.CUDA_VISIBLE_DEVICES",
+                "CUDA_VISIBLE_DEVICES" in pool.env,
+                "crosstrain's launcher gives each process its GPU; a preset CUDA_VISIBLE_DEVICES overrides that",
+                "remove CUDA_VISIBLE_DEVICES",
+            ),
+        ):
+            if value:
+                problems.append(Problem(path, message, fix))
+        return problems
+
+    def _render(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan, ids: Ids) -> Request:
+        host, bundle = settings.host, plan.bundle
+        calls = self._archive_calls(bundle, plan.archive_size, settings)
+        root = settings.volume or settings.workspace_dir
+        archive = f"{root}/code/{bundle.short}/{packaging.ARCHIVE_NAME}"
+        # The script's folder names the run and its request: a re-submit of another request never overwrites the
+        # script the existing run reads, and the run read back says which request made it.
+        folder = f"{settings.workspace_dir}/air/{ids.identity}/{ids.fingerprint}"
+        script = f"{folder}/{COMMAND_SCRIPT}"
+        content = base64.b64encode(command_script(job, plan, archive, ids).encode()).decode()
+        calls += [
+            _check_call(host, script, f"skip the two calls below when {script} is there (the path names the run)"),
+            HttpCall(
+                "POST", f"{host}/api/2.0/workspace/mkdirs", {"path": folder}, _JSON, purpose="the script's folder"
+            ),
+            HttpCall(
+                "POST",
+                f"{host}/api/2.0/workspace/import",
+                {"path": script, "content": content, "format": "AUTO", "overwrite": True},
+                _JSON,
+                purpose="upload the command script every node runs (command_path)",
+            ),
+        ]
+        compute: dict[str, Any] = {
+            "accelerator_type": plan.accelerator_type,
+            "accelerator_count": plan.accelerator_count,
+        }
+        if settings.provisioned_capacity_id:
+            compute["provisioned_capacity_id"] = settings.provisioned_capacity_id
+        task_spec: dict[str, Any] = {
+            "experiment": settings.experiment or job.name,
+            "mlflow_run": ids.identity,
+            "deployments": [{"name": "worker", "command_path": script, "compute": compute}],
+        }
+        if settings.experiment_directory:
+            task_spec["mlflow_experiment_directory"] = settings.experiment_directory
+        if settings.priority_class:
+            task_spec["priority_class"] = settings.priority_class
+        if plan.pool.image:
+            task_spec["docker_image_url"] = plan.pool.image
+        task: dict[str, Any] = {
+            "task_key": "train",
+            "ai_runtime_task": task_spec,
+            "max_retries": job.scheduling.max_restarts or 0,
+        }
+        body: dict[str, Any] = {
+            "run_name": job.name,
+            "idempotency_token": ids.identity,
+            "timeout_seconds": job.scheduling.timeout or 0,
+            "tasks": [task],
+        }
+        if not plan.pool.image:  # a custom image carries its own environment
+            spec: dict[str, Any] = {"environment_version": settings.environment_version}
+            if plan.dependencies:
+                spec["dependencies"] = list(plan.dependencies)
+            task["environment_key"] = "default"
+            body["environments"] = [{"environment_key": "default", "spec": spec}]
+        if job.identity:
+            principal = "user_name" if "@" in job.identity else "service_principal_name"
+            body["run_as"] = {principal: job.identity}
+        calls.append(
+            HttpCall(
+                "POST",
+                f"{host}/api/2.2/jobs/runs/submit",
+                body,
+                _JSON,
+                purpose="submit the one-time run; a known idempotency_token returns the existing run (submit then "
+                "reads it back and checks the fingerprint in its command_path)",
+            )
+        )
+        notes = [
+            f"{plan.nodes} node(s) of {plan.accelerator_type}: {plan.accelerator_count} accelerators in all; every "
+            f"node runs {script}, whose launcher starts {plan.gpus_per_node} process(es) per node",
+            f"ships {bundle.describe()}",
+        ]
+        if job.labels:
+            notes.append("labels: a one-time AI Runtime run carries no tags, so the job's labels are not sent")
+        if plan.pool.image and plan.dependencies:
+            notes.append("the image runs the bootstrap with --install: it pip-installs the requirements (needs pip)")
+        return Request(
+            self.name,
+            ids.identity,
+            job.name,
+            tuple(calls),
+            settings.model_dump(mode="json"),
+            tuple(notes),
+            code=bundle.ref if job.code is not None or job.function_payload is not None else None,
+        )
+
+    @staticmethod
+    def _archive_calls(bundle: packaging.Bundle, size: int | None, settings: DatabricksAIRSettings) -> list[HttpCall]:
+        """The code archive's upload, after a check that skips it when its content-addressed path is there."""
+        host, headers = settings.host, {"Accept": "application/json"}
+        described: dict[str, Any] = {
+            "archive": packaging.ARCHIVE_NAME,
+            "sha256 of the bundle": bundle.digest,
+            "user files": len(bundle.user_files),
+            "user bytes": bundle.size,
+        }
+        if size is not None:
+            described["bytes"] = size
+        if settings.volume:
+            folder = f"{settings.volume}/code/{bundle.short}"
+            archive = f"{folder}/{packaging.ARCHIVE_NAME}"
+            return [
+                HttpCall(
+                    "HEAD",
+                    f"{host}/api/2.0/fs/files{quote(archive)}",
+                    None,
+                    headers,
+                    purpose="skip the two calls below when the archive is there (its path names its content)",
+                ),
+                HttpCall(
+                    "PUT",
+                    f"{host}/api/2.0/fs/directories{quote(folder)}",
+                    None,
+                    headers,
+                    purpose="create the bundle's volume folder (Files API)",
+                ),
+                HttpCall(
+                    "PUT",
+                    f"{host}/api/2.0/fs/files{quote(archive)}?overwrite=true",
+                    {"path": archive, "content": described},
+                    {**headers, "Content-Type": "application/octet-stream"},
+                    purpose="upload the code archive to the volume (Files API; the body is the archive's bytes)",
+                ),
+            ]
+        folder = f"{settings.workspace_dir}/code/{bundle.short}"
+        archive = f"{folder}/{packaging.ARCHIVE_NAME}"
+        return [
+            _check_call(
+                host, archive, "skip the two calls below when the archive is there (its path names its content)"
+            ),
+            HttpCall(
+                "POST",
+                f"{host}/api/2.0/workspace/mkdirs",
+                {"path": folder},
+                {**headers, "Content-Type": "application/json"},
+                purpose="create the bundle's workspace folder",
+            ),
+            HttpCall(
+                "POST",
+                f"{host}/api/2.0/workspace/import",
+                {"path": archive, "format": "AUTO", "overwrite": True, "content": described},
+                {**headers, "Content-Type": "multipart/form-data"},
+                purpose="upload the code archive as a workspace file (multipart; the content is its bytes)",
+            ),
+        ]
+
+    def fingerprint_view(self, request: Request) -> Any:
+        """Every call as sent, with crosstrain's runtime (the archive of a job without `code:`, and the bootstrap
+        program in the command script) named by a placeholder: which crosstrain version carries the job says
+        nothing about the job, so upgrading crosstrain does not start a new run of it. (A job with `code:` ships
+        its folder and the runtime in one bundle, whose digest names both.)"""
+        runtime = runtime_bundle()
+        view = super().fingerprint_view(request)
+        for call in view:
+            content = (call.get("body") or {}).get("content")
+            if isinstance(content, dict) and content.get("sha256 of the bundle") == runtime.digest:
+                call["body"]["content"] = {"archive": content.get("archive"), "crosstrain runtime": True}
+            elif isinstance(content, str):  # the command script, read as text
+                text = base64.b64decode(content).decode()
+                call["body"]["content"] = text.replace(shlex.quote(archive_bootstrap()), "<crosstrain bootstrap>")
+        text = json.dumps(view, sort_keys=True).replace(runtime.short, "<crosstrain runtime>")
+        return json.loads(text)
+
+    # -- submit, status, cancel, list (through databricks-sdk; the workspace machinery is shared) --------------
+    def send(self, request: Request) -> JobHandle:
+        from crosstrain.adaptors import databricks as adaptor
+
+        trusted = self.is_rendered(request)
+        self.check_request(request)
+        settings = self.request_settings(request)
+        profile = settings.profile if trusted else self._profile_for(settings.profile)
+        w = self._client(settings.host, profile)
+        jobs = adaptor.jobs()
+        self._upload(w, request, settings)
+        convert: dict[str, Callable[[Any], Any]] = {
+            "tasks": lambda tasks: [jobs.SubmitTask.from_dict(t) for t in tasks],
+            "environments": lambda envs: [jobs.JobEnvironment.from_dict(e) for e in envs],
+            "run_as": jobs.JobRunAs.from_dict,
+        }
+        kwargs = {key: convert.get(key, lambda v: v)(value) for key, value in request.create.body.items()}
+        # Databricks dedupes by the idempotency token (the identity): a retry after an unknown outcome, or a
+        # submit racing another of the same request, gets the run that token started, never a second one.
+        waiter = self.retry.create(
+            lambda: adaptor.call(lambda: w.jobs.submit(**kwargs), "runs/submit"),
+            dedupes=self.capabilities.dedupes_create,
+            identity=request.identity,
+        )
+        run_id = int(waiter.run_id)
+        try:
+            run = self._read_run(w, run_id)
+        except SubmitError as error:
+            raise SubmitError(
+                f"run {run_id} was submitted with identity {request.identity}, but reading it back failed: {error}."
+                " Submit the same job again to adopt it (the idempotency token returns this run)",
+                job_may_exist=True,
+            ) from error
+        made = _made_by(run)
+        if made is not None:  # a workspace that does not report the task leaves nothing to compare
+            self.check_same_request(request, made[1], f"run {run_id} on {settings.host}")
+        return self.issue(
+            JobHandle(
+                self.name,
+                request.identity,
+                str(run_id),
+                console_url=run.run_page_url or "",
+                ref={"host": settings.host, "profile": profile, "run_id": run_id},
+                adopted=False,  # runs/submit answers a known token exactly as a new one
+            )
+        )
+
+    def status(self, handle: JobHandle) -> JobStatus:
+        """The run's state; while it waits, the task output's status_message (e.g. that it waits for GPUs); once
+        failed, why, from the task output's error and trace."""
+        w = self._handle_client(handle)
+        run = self._read_run(w, int(handle.ref["run_id"]))
+        state, native, message = state_of(run)
+        if state.terminal and state is not JobState.FAILED:
+            return JobStatus(state, native, message)
+        for task in run.tasks or []:
+            if task.run_id is None:
+                continue
+            try:
+                output = self._safe_call(partial(w.jobs.get_run_output, task.run_id), f"runs/get-output {task.run_id}")
+            except CrosstrainError:  # the output is an aid here: the state stands without it
+                continue
+            said = output.ai_runtime_task_output.status_message if output.ai_runtime_task_output else None
+            if state is JobState.FAILED:
+                trace = (output.error_trace or "").splitlines() or (output.logs or "").splitlines()
+                console = run.run_page_url or handle.console_url
+                message = summary(
+                    "the run failed", output.error or "", last_lines(trace), console, said=said or message
+                )
+            elif said:
+                message = said
+        return JobStatus(state, native, message)
+
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        """Every node's lines, each prefixed `[nodeK]`, from AI Runtime's per-node logs endpoint; with `follow`,
+        read again every `log_interval` seconds while the run has not ended (the air CLI's own `--watch` shows
+        node 0 only)."""
+        w = self._handle_client(handle)
+        run_id = int(handle.ref["run_id"])
+        reader = NodeLogs(w, run_id, self._safe_call)
+
+        def ended() -> bool:
+            return state_of(self._read_run(w, run_id))[0].terminal
+
+        yield from self.follow(lambda final: reader.read(), ended, follow=follow, interval=self.log_interval)
+
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        """The workspace's one-time runs (`runs/list`, SUBMIT_RUN) whose AI Runtime task runs a script crosstrain
+        wrote (its path names the identity), newest first, each with a handle."""
+        from crosstrain.adaptors import databricks as adaptor
+
+        settings = self.list_settings(overrides)
+        profile = self._profile_for(settings.profile)
+        w = self._client(settings.host, profile)
+        jobs = adaptor.jobs()
+
+        def listing() -> list[Any]:
+            return list(w.jobs.list_runs(run_type=jobs.RunType.SUBMIT_RUN, expand_tasks=True))
+
+        runs = self._safe_call(listing, f"runs/list on {settings.host}")
+        found = [(run, _made_by(run)) for run in runs if run.run_id is not None]
+        for run, made in sorted(found, key=lambda item: -(item[0].start_time or 0)):
+            if made is None:
+                continue
+            state, native, _ = state_of(run)
+            console = run.run_page_url or ""
+            ref = {"host": settings.host, "profile": profile, "run_id": run.run_id}
+            handle = JobHandle(self.name, made[0], str(run.run_id), console_url=console, ref=ref)
+            yield JobSummary(made[0], state, native, (run.start_time or 0) / 1000, console, handle)
+
+
+def _made_by(run: Run) -> tuple[str, str] | None:
+    """The identity and fingerprint a run's command script names (`.../air/<identity>/<fingerprint>/command.sh`),
+    or None where the run has no AI Runtime task crosstrain made."""
+    for task in run.tasks or []:
+        spec = task.ai_runtime_task
+        for deployment in (spec.deployments or []) if spec else []:
+            path = PurePosixPath(deployment.command_path or "")
+            if path.name == COMMAND_SCRIPT and path.parent.parent.parent.name == "air":
+                return path.parent.parent.name, path.parent.name
+    return None
