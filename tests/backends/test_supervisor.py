@@ -163,3 +163,34 @@ def test_a_spark_drivers_rank_lines_show_once_each_tagged_with_their_rank(tmp_pa
         "[driver] Spark says this once",
         "[driver rank0] done",
     ]
+
+
+def test_a_rank_line_torchrun_tees_in_halves_shows_whole_as_that_ranks(tmp_path: Path) -> None:
+    """An unbuffered `print` writes its text, then its newline; torchrun's tee can read between the two and write
+    the half, so another rank's line follows on the same line, and the newline later comes alone (seen in CI)."""
+    script = (
+        "import sys\n"
+        "w = sys.stdout.write\n"
+        "w('[rank0] rank 0/4 params f93f'); w('[rank1] rank 1/4 params f93f\\n'); w('[rank0] \\n')\n"
+        "w('[rank0] one'); w('[rank0]  and two\\n')\n"
+        "w('[rank1] [rank7] is not ours\\n')\n"
+        "w('[rank1] left unended')\n"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    supervise(
+        [Process("node0", 0, [0, 1], [sys.executable, "-c", script], {}, agent=True)],
+        cwd=str(tmp_path),
+        base_env={"PATH": "/usr/bin:/bin"},
+        timeout=None,
+        grace=1.0,
+        header="test run",
+        out=out,
+        err=err,
+    )
+    assert out.getvalue().splitlines() == [
+        "[node0 rank1] rank 1/4 params f93f",
+        "[node0 rank0] rank 0/4 params f93f",
+        "[node0 rank0] one and two",
+        "[node0 rank1] [rank7] is not ours",
+        "[node0 rank1] left unended",
+    ]

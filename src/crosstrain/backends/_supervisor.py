@@ -35,7 +35,7 @@ from crosstrain.records import JobState
 
 PLACEHOLDERS = ("${MASTER_PORT}", "${RUN_DIR}", "${PATH}")
 _EVENT = b'{"name": "torchelastic.worker.status.'
-_RANK_PREFIX = re.compile(r"\[rank(\d+)\] ?(.*)", re.DOTALL)
+_RANK_TAG = re.compile(r"\[rank(\d+)\] ?")
 _POLL_S = 0.05
 #: How often a run says it is still running (its processes' own output streams in between).
 PROGRESS_S = 30.0
@@ -322,7 +322,8 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
     assert process.popen.stdout is not None
     stream: IO[bytes] = process.popen.stdout
     held: list[str] = []  # torchrun's exit-barrier error and what follows it: shown only if the agent fails
-    twice: dict[tuple[str, str], int] = {}  # a local Spark's copies of each rank's line, counted
+    twice: dict[tuple[int, str], int] = {}  # a local Spark's copies of each rank's line, counted
+    joined = _RankLines(process.ranks)
     for raw in bounded_lines(stream):
         if raw.startswith(_EVENT):
             _record_event(process, raw)
@@ -330,22 +331,10 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
         if process.stopped:
             continue
         line = raw.decode("utf-8", errors="replace")
-        match = _RANK_PREFIX.match(line) if process.agent or process.relays else None
-        if match and process.relays == "spark":
-            key = (match.group(1), match.group(2))
-            twice[key] = twice.get(key, 0) + 1
-            if twice[key] % 2 == 0:  # the second copy of a line this rank wrote once
-                continue
-        prefix = f"[{process.name} rank{match.group(1)}] " if match else f"[{process.name}] "
-        text = prefix + (match.group(2) if match else line)
-        if process.agent and (held or _EXIT_BARRIER in line) and len(held) < _HELD_LINES:
-            held.append(text)
-            continue
-        # a process that is one rank (Azure ML per process, MPI) says everything as that rank
-        alone = process.ranks[0] if not process.agent and len(process.ranks) == 1 else None
-        process.tail.append((int(match.group(1)) if match else alone, text))
-        with lock:
-            logs.write(process.name, text + "\n")
+        for rank, text in joined.lines(line) if process.agent or process.relays else [(None, line)]:
+            _relay(process, rank, text, logs, lock, held, twice)
+    for rank, text in joined.rest():
+        _relay(process, rank, text, logs, lock, held, twice)
     stream.close()
     if held:
         ended_well = process.popen.wait() == 0
@@ -356,6 +345,69 @@ def _pump(process: Process, logs: _Logs, lock: threading.Lock) -> None:
                 for text in held:
                     process.tail.append((None, text))
                     logs.write(process.name, text + "\n")
+
+
+def _relay(
+    process: Process,
+    rank: int | None,
+    text: str,
+    logs: _Logs,
+    lock: threading.Lock,
+    held: list[str],
+    twice: dict[tuple[int, str], int],
+) -> None:
+    """Show one whole line of a process, tagged with its rank where it has one."""
+    if rank is not None and process.relays == "spark":
+        twice[rank, text] = twice.get((rank, text), 0) + 1
+        if twice[rank, text] % 2 == 0:  # the second copy of a line this rank wrote once
+            return
+    shown = (f"[{process.name} rank{rank}] " if rank is not None else f"[{process.name}] ") + text
+    if process.agent and (held or _EXIT_BARRIER in text) and len(held) < _HELD_LINES:
+        held.append(shown)
+        return
+    # a process that is one rank (Azure ML per process, MPI) says everything as that rank
+    alone = process.ranks[0] if not process.agent and len(process.ranks) == 1 else None
+    process.tail.append((rank if rank is not None else alone, shown))
+    with lock:
+        logs.write(process.name, shown + "\n")
+
+
+class _RankLines:
+    """Whole lines per rank from a stream where each write is `[rankN] ` and what that rank wrote so far.
+
+    torchrun's tee reads each rank's log with `readline()` and writes `[rankN] ` plus what it got: where a rank
+    wrote a line in two writes (unbuffered `print` writes the text, then the newline), the first half comes
+    without its newline and the next write, any rank's, follows on the same line. The halves are joined here:
+    within one line a tag of one of this process's ranks starts the next write, and every write but the last
+    on a line is a part its rank has not ended yet."""
+
+    def __init__(self, ranks: list[int]) -> None:
+        self.ranks = set(ranks)
+        self.pending: dict[int, str] = {}
+
+    def lines(self, line: str) -> list[tuple[int | None, str]]:
+        first = _RANK_TAG.match(line)
+        if first is None:
+            return [(None, line)]
+        starts = [first] + [
+            tag for tag in _RANK_TAG.finditer(line, first.end()) if int(tag.group(1)) in self.ranks or not self.ranks
+        ]
+        whole: list[tuple[int | None, str]] = []
+        for index, tag in enumerate(starts):
+            rank = int(tag.group(1))
+            end = starts[index + 1].start() if index + 1 < len(starts) else len(line)
+            text = self.pending.pop(rank, "") + line[tag.end() : end]
+            if index + 1 < len(starts):
+                self.pending[rank] = text
+            else:
+                whole.append((rank, text))
+        return whole
+
+    def rest(self) -> list[tuple[int | None, str]]:
+        """What a rank wrote last without ending the line."""
+        rest: list[tuple[int | None, str]] = [(rank, text) for rank, text in self.pending.items()]
+        self.pending.clear()
+        return rest
 
 
 #: What torchrun's agent logs when the store of its exit barrier closes under it: the agent that hosts the store
