@@ -1,7 +1,8 @@
 """Developer tasks. `nox` runs tests, lint and typecheck from the lock; `nox -s docs` checks the docs.
 
 `latest` and `lowest` run the suite at both ends of the dependency ranges pyproject.toml allows, `yaml` the
-input limits under each supported PyYAML, and `lock` recompiles the lock from `.ci/requirements.in`.
+input limits under each supported PyYAML, `databricks_newest` the Databricks renders through the newest
+databricks-sdk, and `lock` recompiles the lock from `.ci/requirements.in`.
 """
 
 from __future__ import annotations
@@ -96,6 +97,22 @@ def lowest(session: nox.Session) -> None:
     )  # fmt: skip
     session.run("uv", "pip", "list", "--python", str(Path(session.bin) / "python"), silent=False)
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def databricks_newest(session: nox.Session) -> None:
+    """The Databricks renders through the newest databricks-sdk's classes, everything else from the lock: each
+    release may add or drop a field or an enum value (0.162.0 dropped `priority_class: CRITICAL`), and submit
+    refuses what the installed SDK would not send; CI runs it so a release that changes the classes is known."""
+    require_test_tools(session)
+    install_locked(session, "-e", ".[test]")
+    session.install("--upgrade", "databricks-sdk")
+    session.run("pip", "show", "databricks-sdk", silent=False)
+    session.run(
+        "pytest", "tests/adaptors/test_databricks.py", "tests/backends/test_databricks_air.py",
+        "tests/backends/test_databricks.py", "-k", "golden or round_trip or sdk_classes or priority_class or submit",
+        *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session

@@ -25,7 +25,7 @@ from crosstrain.backends.base import Backend
 from crosstrain.backends.databricks_air import backend as air_backend
 from crosstrain.backends.databricks_air import plan as air_plan
 from crosstrain.backends.loopback import LoopbackPlatform
-from crosstrain.errors import IdentityConflict, SpecError, Unsupported
+from crosstrain.errors import IdentityConflict, SpecError, SubmitError, Unsupported
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.records import JobHandle, JobState, Request
 from crosstrain.registry import create_backend
@@ -373,6 +373,25 @@ def test_list_finds_the_runs_crosstrain_made_and_cancel_stops_one(clean_env: Non
         assert [(s.identity, s.handle and s.handle.job_id) for s in listed] == [(request.identity, handle.job_id)]
         platform.backend().cancel(handle)
         assert platform.backend().status(handle).state is JobState.CANCELLED
+
+
+def test_a_priority_class_the_installed_sdk_lacks_is_refused_before_anything_is_sent(clean_env: None) -> None:
+    """The docs list CRITICAL; databricks-sdk 0.156.0 models it, 0.162.0 no longer does (its dataclasses would
+    drop it without a word): submit sends it where the installed SDK carries it, and refuses it where not."""
+    from databricks.sdk.service import jobs
+
+    carried = "CRITICAL" in {member.value for member in jobs.AiRuntimeTaskPriorityClass}
+    job = {**H100_JOB, "targets": {"databricks-air": {"provisioned_capacity_id": "pc-1", "priority_class": "CRITICAL"}}}
+    with DatabricksAIRPlatform() as platform:
+        if carried:
+            _submitted(platform, job)
+            (submitted,) = platform.workspace.submits()
+            assert submitted["tasks"][0]["ai_runtime_task"]["priority_class"] == "CRITICAL"
+        else:
+            with pytest.raises(SubmitError, match=r"ai_runtime_task\.priority_class = \"CRITICAL\""):
+                _submitted(platform, job)
+            assert platform.workspace.submits() == []
+            assert platform.workspace.files == {}  # nothing uploaded either
 
 
 def test_a_re_submit_of_another_request_under_the_identity_is_refused(clean_env: None) -> None:

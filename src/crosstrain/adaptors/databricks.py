@@ -25,6 +25,7 @@ Connection failures and timeouts (requests' errors) go through `connection_error
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -215,3 +216,61 @@ def call(fn: Callable[[], T], what: str) -> T:
         if mapped is None or mapped is error:
             raise
         raise mapped from error
+
+
+def submit_arguments(body: dict[str, Any]) -> dict[str, Any]:
+    """`JobsAPI.submit`'s keyword arguments for a `runs/submit` body, in the installed SDK's classes; refused
+    where they would not send the body: the SDK builds the request from its dataclasses, which leave out a field
+    or an enum value they do not model (releases differ: 0.162.0 dropped `priority_class: CRITICAL`) without a
+    word, so the run would start without it."""
+    jobs_module = jobs()
+    classes: dict[str, Any] = {
+        "tasks": jobs_module.SubmitTask,
+        "environments": jobs_module.JobEnvironment,
+        "run_as": jobs_module.JobRunAs,
+    }
+    arguments: dict[str, Any] = {}
+    for key, value in body.items():
+        kind = classes.get(key)
+        if kind is None:
+            arguments[key] = value
+            continue
+        items = value if isinstance(value, list) else [value]
+        parsed = [kind.from_dict(item) for item in items]
+        for index, (item, back) in enumerate(zip(items, parsed, strict=True)):
+            lost = _first_difference(item, back.as_dict(), f"{key}[{index}]" if isinstance(value, list) else key)
+            if lost:
+                raise SubmitError(
+                    f"databricks-sdk {_version()} cannot send {lost}: its classes do not model it, so the run "
+                    "would start without it. Install a databricks-sdk release that has it, or leave it out of "
+                    "the job; nothing was sent"
+                )
+        arguments[key] = parsed if isinstance(value, list) else parsed[0]
+    return arguments
+
+
+def _first_difference(sent: Any, kept: Any, path: str) -> str:
+    if isinstance(sent, dict) and isinstance(kept, dict):
+        for key in sent:
+            found = _first_difference(sent[key], kept.get(key), f"{path}.{key}")
+            if found:
+                return found
+        return ""
+    if isinstance(sent, list) and isinstance(kept, list) and len(sent) == len(kept):
+        for index, (one, other) in enumerate(zip(sent, kept, strict=True)):
+            found = _first_difference(one, other, f"{path}[{index}]")
+            if found:
+                return found
+        return ""
+    if sent == kept or (kept is None and sent in ([], {})):  # the SDK leaves empty lists and maps out
+        return ""
+    return f"{path} = {json.dumps(sent)}"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("databricks-sdk")
+    except PackageNotFoundError:  # a copy not installed by pip (on the path by hand)
+        return "(unknown release)"

@@ -7,7 +7,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -444,14 +444,8 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         settings = self.request_settings(request)
         profile = settings.profile if trusted else self._profile_for(settings.profile)
         w = self._client(settings.host, profile)
-        jobs = adaptor.jobs()
+        kwargs = adaptor.submit_arguments(request.create.body)  # before anything is sent
         self._upload(w, request, settings)
-        body = request.create.body
-        convert: dict[str, Callable[[Any], Any]] = {
-            "tasks": lambda tasks: [jobs.SubmitTask.from_dict(t) for t in tasks],
-            "run_as": jobs.JobRunAs.from_dict,
-        }
-        kwargs = {key: convert.get(key, lambda v: v)(value) for key, value in body.items()}
         # Databricks dedupes by the idempotency token (the identity): a retry after an unknown outcome, or a
         # submit racing another of the same request, gets the run that token started, never a second one.
         waiter = self.retry.create(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -333,14 +333,8 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         settings = self.request_settings(request)
         profile = settings.profile if trusted else self._profile_for(settings.profile)
         w = self._client(settings.host, profile)
-        jobs = adaptor.jobs()
+        kwargs = adaptor.submit_arguments(request.create.body)  # before anything is sent
         self._upload(w, request, settings)
-        convert: dict[str, Callable[[Any], Any]] = {
-            "tasks": lambda tasks: [jobs.SubmitTask.from_dict(t) for t in tasks],
-            "environments": lambda envs: [jobs.JobEnvironment.from_dict(e) for e in envs],
-            "run_as": jobs.JobRunAs.from_dict,
-        }
-        kwargs = {key: convert.get(key, lambda v: v)(value) for key, value in request.create.body.items()}
         # Databricks dedupes by the idempotency token (the identity): a retry after an unknown outcome, or a
         # submit racing another of the same request, gets the run that token started, never a second one.
         waiter = self.retry.create(
