@@ -58,7 +58,13 @@ OPERATIONS = (
     ("/workspace/get-status", "get-status"),
     ("/workspace/export", "export"),
     ("/logs", "node-logs"),  # /api/2.0/ai-training/workflows/by-run-id/{run_id}/logs
+    ("/mlflow/artifacts/list", "artifacts-list"),
+    ("/mlflow/artifacts/credentials-for-read", "artifact-credential"),
 )
+#: Where the signed URLs `credentials-for-read` gives point (the storage, not the workspace's API).
+SIGNED = "/signed-storage/"
+#: The header a signed URL's read must carry, as the credential's `headers` say.
+SIGNED_HEADER = ("x-ms-blob-type", "BlockBlob")
 #: Files API prefix -> operation name (the file's path follows the prefix).
 FILES_API = (("/api/2.0/fs/directories/", "fs-mkdirs"), ("/api/2.0/fs/files/", "fs-put"))
 ERROR_CODES = {
@@ -99,6 +105,8 @@ class DatabricksWorkspace(LoopbackService):
         #: endpoint answers FEATURE_DISABLED, as on a workspace without the preview.
         self.node_logs: dict[int, list[dict[str, Any]]] | None = {}
         self.node_logs_page = 2
+        #: MLflow artifacts by MLflow run id (`mlflow-<task run id>`, as the task output names it): path -> bytes.
+        self.artifacts: dict[str, dict[str, bytes]] = {}
         #: What a run's driver prints, delivered to its `cluster_log_conf` folder as `<cluster id>/driver/stdout`
         #: `log_bytes_per_poll` bytes per runs/get while the run runs (so a line may arrive in two parts), the
         #: rest once it ended; `driver_stderr` likewise, all at once.
@@ -115,6 +123,8 @@ class DatabricksWorkspace(LoopbackService):
     def operation(self, call: Call) -> str:
         if call.path == "/.well-known/databricks-config":
             return "metadata"
+        if call.path.startswith(SIGNED):
+            return "signed-read"
         for prefix, name in FILES_API:
             if call.path.startswith(prefix):
                 if call.method in ("HEAD", "GET") and name == "fs-put":
@@ -198,6 +208,27 @@ class DatabricksWorkspace(LoopbackService):
             return Reply(200, self.list_runs(call.query))
         if operation == "node-logs":
             return self.read_node_logs(int(call.path.split("/")[-2]), call.query)
+        if operation == "artifacts-list":
+            return self.list_artifacts(call.query.get("run_id", ""), call.query.get("path", ""))
+        if operation == "artifact-credential":
+            mlflow_run, path = call.query.get("run_id", ""), call.query.get("path", "")
+            if path not in self.artifacts.get(mlflow_run, {}):
+                return self.error(404, f"No artifact {path} in run {mlflow_run}.")
+            header = {"name": SIGNED_HEADER[0], "value": SIGNED_HEADER[1]}
+            info = {"run_id": mlflow_run, "path": path, "signed_uri": f"{self.url}{SIGNED}{mlflow_run}/{path}"}
+            return Reply(200, {"credential_infos": [info | {"headers": [header]}]})
+        if operation == "signed-read":
+            headers = {key.lower(): value for key, value in call.headers.items()}
+            if "authorization" in headers or headers.get(SIGNED_HEADER[0]) != SIGNED_HEADER[1]:
+                return Reply(403, b"a signed read carries its credential's headers and nothing of the workspace's")
+            mlflow_run, _, path = call.path.removeprefix(SIGNED).partition("/")
+            data = self.artifacts.get(mlflow_run, {}).get(path)
+            if data is None:
+                return Reply(404, b"")
+            wanted = headers.get("range", "")
+            if wanted.startswith("bytes="):
+                return Reply(206, data[int(wanted.removeprefix("bytes=").rstrip("-")) :])
+            return Reply(200, data)
         return self.error(404, f"no endpoint {call.method} {call.path}")
 
     # -- the runs ------------------------------------------------------------------------------------------
@@ -322,6 +353,19 @@ class DatabricksWorkspace(LoopbackService):
         return Reply(
             200, {"log_records": page} | ({"next_page_token": str(start + self.node_logs_page)} if more else {})
         )
+
+    def list_artifacts(self, run_id: str, path: str) -> Reply:
+        """MLflow's artifacts/list: the entries directly under `path` (folders with `is_dir`, files with sizes)."""
+        files = self.artifacts.get(run_id, {})
+        prefix = path.rstrip("/") + "/" if path else ""
+        entries: dict[str, dict[str, Any]] = {}
+        for name, data in files.items():
+            if not name.startswith(prefix):
+                continue
+            first, _, rest = name.removeprefix(prefix).partition("/")
+            entry = prefix + first
+            entries[entry] = {"path": entry, "is_dir": True} if rest else {"path": entry, "file_size": len(data)}
+        return Reply(200, {"files": [entries[k] for k in sorted(entries)]} if entries else {})
 
     def get_output(self, run_id: int) -> Reply:
         for run in self.runs.values():

@@ -457,7 +457,7 @@ def test_logs_come_from_every_node_each_line_once(clean_env: None) -> None:
         assert list(nodes.read()) == []
 
 
-def test_logs_say_where_to_look_where_the_endpoint_is_disabled(clean_env: None) -> None:
+def test_logs_say_where_to_look_where_neither_the_endpoint_nor_the_artifacts_serve_them(clean_env: None) -> None:
     with DatabricksAIRPlatform() as platform:
         _, handle = _submitted(platform, H100_JOB)
         platform.workspace.node_logs = None
@@ -465,3 +465,36 @@ def test_logs_say_where_to_look_where_the_endpoint_is_disabled(clean_env: None) 
         lines = list(platform.backend().logs(handle, follow=True))
         assert len(lines) == 1
         assert "does not serve AI Runtime's per-node logs" in lines[0]
+
+
+def test_logs_come_from_the_mlflow_artifacts_where_the_endpoint_is_disabled(clean_env: None) -> None:
+    """As the air CLI falls back: every node's chunk files under the run's MLflow artifacts, read through the
+    signed URLs the workspace gives (the loopback storage refuses a read that carries the workspace's token);
+    a file read again from where it ended, a line cut at the end waits for the rest."""
+    with DatabricksAIRPlatform() as platform:
+        _, handle = _submitted(platform, {**H100_JOB, "workers": {"replicas": 1}})
+        platform.workspace.node_logs = None
+        task_run = platform.workspace.runs[int(handle.job_id)]["task_run_id"]
+        files = platform.workspace.artifacts.setdefault(f"mlflow-{task_run}", {})
+        files["logs/attempt_0/node_0/logs-0.chunk.txt"] = b"start\nepoch 1\n"
+        files["logs/attempt_0/node_1/logs-0.chunk.txt"] = b"start\nepo"
+        files["logs/attempt_0/node_1/other.json"] = b"{}"
+        platform.set_state(handle, "RUNNING")
+        backend_ = platform.backend()
+        from crosstrain.backends.databricks_air.logs import ArtifactLogs
+
+        reader = ArtifactLogs(platform.client(), lambda: f"mlflow-{task_run}", lambda fn, what: fn(), 5.0)
+        assert list(reader.read(False)) == ["[node0] start", "[node0] epoch 1", "[node1] start"]
+        files["logs/attempt_0/node_1/logs-0.chunk.txt"] += b"ch 1\ndone"
+        files["logs/attempt_0/node_1/logs-1.chunk.txt"] = b"second chunk\n"
+        assert list(reader.read(False)) == ["[node1] epoch 1", "[node1] second chunk"]
+        assert list(reader.read(True)) == ["[node1] done"]
+        ranges = [c.headers.get("Range") for c in platform.workspace.received if c.path.startswith("/signed-storage/")]
+        assert "bytes=9-" in ranges  # node 1's first chunk, read again from where it ended
+        # Through the backend, a retried run's attempts are told apart.
+        files["logs/attempt_1/node_0/logs-0.chunk.txt"] = b"again\n"
+        platform.set_state(handle, "TERMINATED/SUCCESS")
+        lines = list(backend_.logs(handle, follow=False))
+        assert "[attempt1 node0] again" in lines
+        assert "[attempt0 node1] done" in lines
+        assert not any("does not serve" in line for line in lines)

@@ -25,7 +25,7 @@ from crosstrain.backends.base import (
     launcher_command,
 )
 from crosstrain.backends.databricks_air.emulate import EMULATION
-from crosstrain.backends.databricks_air.logs import NodeLogs
+from crosstrain.backends.databricks_air.logs import NOT_SERVED, ArtifactLogs, NodeLogs
 from crosstrain.backends.databricks_air.plan import Plan, _plan
 from crosstrain.backends.databricks_air.settings import WORKSPACE_CODE_LIMITS, DatabricksAIRSettings
 from crosstrain.data import Placement, Reach
@@ -35,6 +35,7 @@ from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSumm
 from crosstrain.spec import TrainingJob
 
 if TYPE_CHECKING:
+    from databricks.sdk import WorkspaceClient
     from databricks.sdk.service.jobs import Run
 
 #: The command script's name, beside which nothing else is written (the service runs it on every node).
@@ -392,17 +393,42 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         return JobStatus(state, native, message)
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
-        """Every node's lines, each prefixed `[nodeK]`, from AI Runtime's per-node logs endpoint; with `follow`,
-        read again every `log_interval` seconds while the run has not ended (the air CLI's own `--watch` shows
-        node 0 only)."""
+        """Every node's lines, each prefixed `[nodeK]`, from AI Runtime's per-node logs endpoint, or where the
+        workspace does not serve it, from the run's MLflow artifacts; with `follow`, read again every
+        `log_interval` seconds while the run has not ended (the air CLI's own `--watch` shows node 0 only)."""
         w = self._handle_client(handle)
         run_id = int(handle.ref["run_id"])
-        reader = NodeLogs(w, run_id, self._safe_call)
+        nodes = NodeLogs(w, run_id, self._safe_call)
+        artifacts = ArtifactLogs(w, partial(self._mlflow_run, w, run_id), self._safe_call, self.retry.call_timeout)
+        shown = 0
+
+        def read(final: bool) -> Iterator[str]:
+            nonlocal shown
+            if nodes.served:
+                yield from nodes.read()
+            if nodes.served:
+                return
+            for line in artifacts.read(final):
+                shown += 1
+                yield line
+            if final and not shown:
+                yield NOT_SERVED
 
         def ended() -> bool:
             return state_of(self._read_run(w, run_id))[0].terminal
 
-        yield from self.follow(lambda final: reader.read(), ended, follow=follow, interval=self.log_interval)
+        yield from self.follow(read, ended, follow=follow, interval=self.log_interval)
+
+    def _mlflow_run(self, w: WorkspaceClient, run_id: int) -> str | None:
+        """The MLflow run AI Runtime logs the run's nodes into (its task output says which), once it has one."""
+        for task in self._read_run(w, run_id).tasks or []:
+            if task.run_id is None:
+                continue
+            output = self._safe_call(partial(w.jobs.get_run_output, task.run_id), f"runs/get-output {task.run_id}")
+            air = output.ai_runtime_task_output
+            if air is not None and air.mlflow_run_id:
+                return str(air.mlflow_run_id)
+        return None
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         """The workspace's one-time runs (`runs/list`, SUBMIT_RUN) whose AI Runtime task runs a script crosstrain
