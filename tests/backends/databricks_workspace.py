@@ -222,13 +222,13 @@ class DatabricksWorkspace(LoopbackService):
             if "authorization" in headers or headers.get(SIGNED_HEADER[0]) != SIGNED_HEADER[1]:
                 return Reply(403, b"a signed read carries its credential's headers and nothing of the workspace's")
             mlflow_run, _, path = call.path.removeprefix(SIGNED).partition("/")
-            data = self.artifacts.get(mlflow_run, {}).get(path)
-            if data is None:
+            stored = self.artifacts.get(mlflow_run, {}).get(path)
+            if stored is None:
                 return Reply(404, b"")
             wanted = headers.get("range", "")
             if wanted.startswith("bytes="):
-                return Reply(206, data[int(wanted.removeprefix("bytes=").rstrip("-")) :])
-            return Reply(200, data)
+                return Reply(206, stored[int(wanted.removeprefix("bytes=").rstrip("-")) :])
+            return Reply(200, stored)
         return self.error(404, f"no endpoint {call.method} {call.path}")
 
     # -- the runs ------------------------------------------------------------------------------------------
