@@ -401,6 +401,49 @@ def test_a_re_submit_of_another_request_under_the_identity_is_refused(clean_env:
             _submitted(platform, {**H100_JOB, "run_id": "r1", "env": {"LR": "0.1"}})
 
 
+def _returns_ranks() -> list[int]:
+    return [0, 1]
+
+
+def test_a_function_jobs_result_comes_back_from_its_volume(clean_env: None) -> None:
+    """Rank 0 writes what the function returned under output_dir (a volume every node sees as files); the
+    handle reads it back through the Files API once the run has succeeded."""
+    import cloudpickle
+
+    from crosstrain import api
+    from crosstrain.errors import JobFailed
+
+    base = {k: v for k, v in H100_JOB.items() if k != "command"}
+    with DatabricksAIRPlatform() as platform:
+        job = api.with_function(_returns_ranks, {**base, "output_dir": "/Volumes/main/ml/runs/fn"})
+        handle = platform.backend().submit(job, dict(platform.settings))
+        assert handle.result_at == "/Volumes/main/ml/runs/fn/crosstrain-result/result.pkl"
+        (submitted,) = platform.workspace.submits()
+        script = platform.workspace.files[submitted["tasks"][0]["ai_runtime_task"]["deployments"][0]["command_path"]]
+        assert b"export CROSSTRAIN_RESULT_DIR=/Volumes/main/ml/runs/fn/crosstrain-result" in script
+        platform.set_state(handle, "TERMINATED/SUCCESS")
+        with pytest.raises(JobFailed, match="left no result"):
+            handle.result()
+        platform.workspace.files[handle.result_at] = cloudpickle.dumps([0, 1])
+        assert handle.result() == [0, 1]
+
+
+def test_the_function_example_returns_its_result_under_the_emulation() -> None:
+    """examples/databricks-air-function: the notebook's function on two local nodes with AI Runtime's node
+    environment; rank 0's result comes back to the caller."""
+    import ast
+
+    notebook = Path(__file__).parents[2] / "examples" / "databricks-air-function" / "notebook.py"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    done = subprocess.run(
+        [sys.executable, str(notebook)], capture_output=True, text=True, timeout=300, check=False, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = ast.literal_eval(done.stdout.strip().splitlines()[-1])  # the dict notebook.py prints
+    assert result["world_size"] == 2.0
+    assert result["mean_loss"] < 0.1
+
+
 # -- the node side: `crosstrain run --local --emulate databricks-air` ------------------------------------------
 def test_a_local_run_starts_the_nodes_as_ai_runtime_would(tmp_path: Path) -> None:
     """Two nodes, each running the command script's command under the launcher, with AI Runtime's variables:

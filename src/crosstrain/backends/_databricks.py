@@ -27,9 +27,9 @@ from pydantic import field_validator
 from pydantic_core import PydanticCustomError
 
 from crosstrain import packaging, uploads
-from crosstrain.backends.base import Backend
+from crosstrain.backends.base import MAX_RESULT_BYTES, Backend
 from crosstrain.backends.binding import Binding, Configured, origin_of, shown
-from crosstrain.errors import Problem, SpecError, SubmitError
+from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError
 from crosstrain.records import HttpCall, JobHandle, JobState, Request
 from crosstrain.safe import redact
 from crosstrain.schemas.generate import Node, sdk_version
@@ -387,6 +387,20 @@ class WorkspaceBackend(Backend[WS, P]):
         super().__init__(**kwargs)
         self.client = client
         self.log_interval = log_interval  # how often `logs(follow=True)` looks for newly delivered lines
+
+    def result_bytes(self, handle: JobHandle) -> bytes:
+        """A function job's result, from the volume (or DBFS) folder under the job's output_dir."""
+        path, dbfs = WorkspaceFiles.path(handle.result_at)
+        if not (dbfs or path.startswith("/Volumes/")):
+            return super().result_bytes(handle)
+        files = WorkspaceFiles(self._handle_client(handle), self._safe_call, dbfs=dbfs)
+        size = files.size(path)
+        if size is None:
+            raise JobFailed(f"job {handle.identity} succeeded and left no result at {handle.result_at}")
+        if size > MAX_RESULT_BYTES:
+            too_many = f"{handle.result_at} holds {size:,} bytes, over {MAX_RESULT_BYTES:,}"
+            raise SpecError([Problem("result", too_many, "load it from there")])
+        return files.chunk(path, 0, size)
 
     def _client(self, host: str, profile: str | None) -> WorkspaceClient:
         if self.client is not None:

@@ -17,7 +17,6 @@ from crosstrain.backends._databricks import WorkspaceBackend
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
-    MAX_RESULT_BYTES,
     NODES_WHY,
     Capabilities,
     Ids,
@@ -26,7 +25,6 @@ from crosstrain.backends.databricks import wire
 from crosstrain.backends.databricks.emulate import EMULATION
 from crosstrain.backends.databricks.logs import (
     DRIVER_PREFIX,
-    WorkspaceFiles,
     _DriverLogs,
     _failing_rank,
     _not_seen,
@@ -48,7 +46,7 @@ from crosstrain.backends.databricks.wire import (
 )
 from crosstrain.data import Placement, Reach
 from crosstrain.databricks_task import LAUNCHER_NAME
-from crosstrain.errors import CrosstrainError, JobFailed, Problem, SpecError, SubmitError, Unsupported
+from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.spec import PoolView, TrainingJob
@@ -537,20 +535,6 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
                 ref={"host": settings.host, "profile": profile, "run_id": run.run_id},
             )
             yield JobSummary(identity, state, native, (run.start_time or 0) / 1000, console, handle)
-
-    def result_bytes(self, handle: JobHandle) -> bytes:
-        """A function job's result, from the volume or DBFS folder under the job's output_dir."""
-        path, dbfs = WorkspaceFiles.path(handle.result_at)
-        if not (dbfs or path.startswith("/Volumes/")):
-            return super().result_bytes(handle)
-        files = WorkspaceFiles(self._handle_client(handle), self._safe_call, dbfs=dbfs)
-        size = files.size(path)
-        if size is None:
-            raise JobFailed(f"job {handle.identity} succeeded and left no result at {handle.result_at}")
-        if size > MAX_RESULT_BYTES:
-            too_many = f"{handle.result_at} holds {size:,} bytes, over {MAX_RESULT_BYTES:,}"
-            raise SpecError([Problem("result", too_many, "load it from there")])
-        return files.chunk(path, 0, size)
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The driver's stdout and stderr as the cluster delivers them (`cluster_log_conf`, read from where the

@@ -92,6 +92,7 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         "/Volumes/..., or cloud URIs with mode: direct",
         azure_types_fix="use type: folder or file (or read a Unity Catalog table in the code)",
     )
+    result_places = {"volume": "/Volumes/main/ml/runs"}  # files on every node, read back (the Files API)
     name = "databricks-air"
     code_limits = WORKSPACE_CODE_LIMITS
     title = "Databricks AI Runtime (serverless GPU)"
