@@ -281,6 +281,38 @@ def test_refusals_name_the_field_and_the_fix() -> None:
     assert [p.path for p in caught.value.problems] == ["targets.databricks-air.priority_class"]
 
 
+def test_secrets_go_beside_the_script_for_ai_runtimes_launcher_and_the_script_checks_they_were_set(
+    tmp_path: Path,
+) -> None:
+    """As the air CLI stages them: `secret_env_vars.json` beside command.sh, names with scope and key, never a
+    value; a variable the launcher did not set stops the node with the reason before the command runs."""
+    job = {**H100_JOB, "env": {"HF_TOKEN": {"secret": "ml-scope/hf-token"}, "A_KEY": {"secret": "other/key-1"}}}
+    request = render(job)
+    script_path = request.create.body["tasks"][0]["ai_runtime_task"]["deployments"][0]["command_path"]
+    sidecar = next(c for c in request.calls if c.body and str(c.body.get("path", "")).endswith("/secret_env_vars.json"))
+    assert sidecar.body["path"] == script_path.replace("command.sh", "secret_env_vars.json")
+    assert json.loads(base64.b64decode(sidecar.body["content"])) == [
+        {"name": "A_KEY", "secret_key": "key-1", "secret_scope": "other"},
+        {"name": "HF_TOKEN", "secret_key": "hf-token", "secret_scope": "ml-scope"},
+    ]
+    assert "HF_TOKEN" not in json.dumps(request.create.body)  # the task itself carries no secrets
+    assert any("secrets A_KEY, HF_TOKEN" in note for note in request.notes)
+    script = _script(request)
+    head = script[: script.index("\nexec ")] + "\necho ran\n"  # the checks and exports, then a stand-in command
+    (tmp_path / "head.sh").write_text(head)
+    env = {"PATH": os.environ["PATH"], "A_KEY": "v"}
+    done = subprocess.run(["bash", str(tmp_path / "head.sh")], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert "ran" not in done.stdout
+    assert "AI Runtime did not set HF_TOKEN from the secret ml-scope/hf-token" in done.stderr
+    env["HF_TOKEN"] = "t"
+    done = subprocess.run(["bash", str(tmp_path / "head.sh")], env=env, capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (0, "ran\n")
+    with pytest.raises(Unsupported) as refused:  # another store's reference: AI Runtime resolves scopes only
+        render({**H100_JOB, "env": {"T": {"secret": "projects/p/secrets/t"}}})
+    assert [p.path for p in refused.value.problems] == ["env.T"]
+
+
 def test_a_bad_setting_is_refused_with_its_fix() -> None:
     with pytest.raises(SpecError, match="not under /Workspace"):
         render(H100_JOB, experiment_directory="/Users/me")

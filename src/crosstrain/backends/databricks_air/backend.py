@@ -32,14 +32,17 @@ from crosstrain.data import Placement, Reach
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
-from crosstrain.spec import TrainingJob
+from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient
     from databricks.sdk.service.jobs import Run
 
-#: The command script's name, beside which nothing else is written (the service runs it on every node).
+#: The command script's name (the service runs it on every node).
 COMMAND_SCRIPT = "command.sh"
+#: The file beside the command script from which AI Runtime's launcher sets secret variables on the nodes:
+#: `[{"name", "secret_scope", "secret_key"}]`, the air CLI's own sidecar (the task carries no secrets itself).
+SECRETS_FILE = "secret_env_vars.json"
 _JSON = {"Accept": "application/json", "Content-Type": "application/json"}
 
 
@@ -56,14 +59,30 @@ def command_script(job: TrainingJob, plan: Plan, archive: str, ids: Ids) -> str:
     env = dict(pool.env)
     if job.output_dir:
         env["CROSSTRAIN_OUTPUT_DIR"] = job.output_dir
+    # A secret AI Runtime's launcher did not set stops the node with the reason, before the command runs without it.
+    checks = [
+        f': "${{{name}:?crosstrain: AI Runtime did not set {name} from the secret {ref.secret} ({SECRETS_FILE} beside'
+        ' this script): check that the scope and key exist and the run can read them}"'
+        for name, (ref, _) in sorted(pool.secrets.items())
+    ]
     lines = [
         "#!/bin/bash",
         f"# Written by crosstrain for {ids.identity}: run on every node of the AI Runtime run.",
         "set -euo pipefail",
+        *checks,
         *(f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())),
         "exec " + shlex.join(argv),
     ]
     return "\n".join(lines) + "\n"
+
+
+def secrets_file(pool: PoolView) -> str:
+    """The launcher's secret sidecar for `pool`'s secret variables, sorted by name (references, never values)."""
+    entries = []
+    for name, (ref, _) in sorted(pool.secrets.items()):
+        scope, _, key = ref.secret.partition("/")
+        entries.append({"name": name, "secret_scope": scope, "secret_key": key})
+    return json.dumps(entries, sort_keys=True)
 
 
 class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
@@ -106,6 +125,7 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         frameworks=frozenset({"pytorch", "deepspeed"}),
         code=True,  # the archive on workspace files or a volume, unpacked on each node by the command script
         requirements=True,  # environments[].spec.dependencies
+        secret_stores=frozenset({"databricks"}),  # secret_env_vars.json beside the script, set by the launcher
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
     patch_schema = "crosstrain.backends.databricks_air"
@@ -170,11 +190,27 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         folder = f"{settings.workspace_dir}/air/{ids.identity}/{ids.fingerprint}"
         script = f"{folder}/{COMMAND_SCRIPT}"
         content = base64.b64encode(command_script(job, plan, archive, ids).encode()).decode()
+        sidecars = []
+        if plan.pool.secrets:
+            sidecar = base64.b64encode(secrets_file(plan.pool).encode()).decode()
+            sidecars.append(
+                HttpCall(
+                    "POST",
+                    f"{host}/api/2.0/workspace/import",
+                    {"path": f"{folder}/{SECRETS_FILE}", "content": sidecar, "format": "AUTO", "overwrite": True},
+                    _JSON,
+                    purpose="the secrets AI Runtime's launcher sets on every node: "
+                    + ", ".join(f"{name} from {ref.secret}" for name, (ref, _) in sorted(plan.pool.secrets.items()))
+                    + " (scope and key, never a value)",
+                )
+            )
+        skipped = "the calls below" if sidecars else "the two calls below"
         calls += [
-            _check_call(host, script, f"skip the two calls below when {script} is there (the path names the run)"),
+            _check_call(host, script, f"skip {skipped} when {script} is there (the path names the run)"),
             HttpCall(
                 "POST", f"{host}/api/2.0/workspace/mkdirs", {"path": folder}, _JSON, purpose="the script's folder"
             ),
+            *sidecars,
             HttpCall(
                 "POST",
                 f"{host}/api/2.0/workspace/import",
@@ -237,6 +273,12 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         ]
         if job.labels:
             notes.append("labels: a one-time AI Runtime run carries no tags, so the job's labels are not sent")
+        if plan.pool.secrets:
+            notes.append(
+                f"secrets {', '.join(sorted(plan.pool.secrets))}: set on every node by AI Runtime's launcher from "
+                f"{SECRETS_FILE} beside the script (the air CLI's sidecar; references only, read with the run's "
+                "identity); the script stops the node with the reason where one is not set"
+            )
         if plan.pool.image and plan.dependencies:
             notes.append("the image runs the bootstrap with --install: it pip-installs the requirements (needs pip)")
         return Request(
