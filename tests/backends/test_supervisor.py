@@ -110,6 +110,22 @@ def test_a_full_disk_keeps_every_line_on_the_console_and_says_where_the_log_stop
     assert f"stops after {len(kept):,} line(s)" in done.stderr
 
 
+def _shown(process: Process, tmp_path: Path) -> str:
+    """What the supervisor shows of one process's output."""
+    out, err = io.StringIO(), io.StringIO()
+    supervise(
+        [process],
+        cwd=str(tmp_path),
+        base_env={"PATH": "/usr/bin:/bin"},
+        timeout=None,
+        grace=1.0,
+        header="test run",
+        out=out,
+        err=err,
+    )
+    return out.getvalue()
+
+
 @pytest.mark.parametrize("code", [0, 1])
 def test_torchruns_exit_barrier_trace_shows_only_when_its_agent_fails(tmp_path: Path, code: int) -> None:
     """The agent hosting the rendezvous store (node 0's) leaves the exit barrier first and takes the store with
@@ -122,18 +138,7 @@ def test_torchruns_exit_barrier_trace_shows_only_when_its_agent_fails(tmp_path: 
         "print('torch.distributed.DistNetworkError: Connection reset by peer', flush=True)\n"
         f"sys.exit({code})\n"
     )
-    out, err = io.StringIO(), io.StringIO()
-    supervise(
-        [Process("node1", 1, [1], [sys.executable, "-c", script], {}, agent=True)],
-        cwd=str(tmp_path),
-        base_env={"PATH": "/usr/bin:/bin"},
-        timeout=None,
-        grace=1.0,
-        header="test run",
-        out=out,
-        err=err,
-    )
-    shown = out.getvalue()
+    shown = _shown(Process("node1", 1, [1], [sys.executable, "-c", script], {}, agent=True), tmp_path)
     assert "[node1 rank1] trained" in shown
     assert ("Connection reset by peer" in shown) is (code != 0)
     assert ("the trace is left out" in shown) is (code == 0)
@@ -146,18 +151,8 @@ def test_a_spark_drivers_rank_lines_show_once_each_tagged_with_their_rank(tmp_pa
         "for line in ['[rank0] epoch 1', '[rank0] epoch 1', '[rank1] epoch 1', '[rank1] epoch 1',"
         " 'Spark says this once', '[rank0] done', '[rank0] done']: print(line, flush=True)\n"
     )
-    out, err = io.StringIO(), io.StringIO()
-    supervise(
-        [Process("driver", 0, [0, 1], [sys.executable, "-c", script], {}, relays="spark")],
-        cwd=str(tmp_path),
-        base_env={"PATH": "/usr/bin:/bin"},
-        timeout=None,
-        grace=1.0,
-        header="test run",
-        out=out,
-        err=err,
-    )
-    assert out.getvalue().splitlines() == [
+    out = _shown(Process("driver", 0, [0, 1], [sys.executable, "-c", script], {}, relays="spark"), tmp_path)
+    assert out.splitlines() == [
         "[driver rank0] epoch 1",
         "[driver rank1] epoch 1",
         "[driver] Spark says this once",
@@ -176,18 +171,8 @@ def test_a_rank_line_torchrun_tees_in_halves_shows_whole_as_that_ranks(tmp_path:
         "w('[rank1] [rank7] is not ours\\n')\n"
         "w('[rank1] left unended')\n"
     )
-    out, err = io.StringIO(), io.StringIO()
-    supervise(
-        [Process("node0", 0, [0, 1], [sys.executable, "-c", script], {}, agent=True)],
-        cwd=str(tmp_path),
-        base_env={"PATH": "/usr/bin:/bin"},
-        timeout=None,
-        grace=1.0,
-        header="test run",
-        out=out,
-        err=err,
-    )
-    assert out.getvalue().splitlines() == [
+    out = _shown(Process("node0", 0, [0, 1], [sys.executable, "-c", script], {}, agent=True), tmp_path)
+    assert out.splitlines() == [
         "[node0 rank1] rank 1/4 params f93f",
         "[node0 rank0] rank 0/4 params f93f",
         "[node0 rank0] one and two",

@@ -17,7 +17,7 @@ import io
 import re
 import types as pytypes
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
@@ -29,8 +29,9 @@ from pydantic_core import PydanticCustomError
 from crosstrain import packaging, uploads
 from crosstrain.backends.base import MAX_RESULT_BYTES, Backend
 from crosstrain.backends.binding import Binding, Configured, origin_of, shown
+from crosstrain.data import Reach
 from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError
-from crosstrain.records import HttpCall, JobHandle, JobState, Request
+from crosstrain.records import HttpCall, JobHandle, JobState, JobSummary, Request
 from crosstrain.safe import redact
 from crosstrain.schemas.generate import Node, sdk_version
 from crosstrain.settings import TargetSettings, setting
@@ -371,6 +372,23 @@ WS = TypeVar("WS", bound=WorkspaceSettings)
 P = TypeVar("P")
 
 
+#: A Unity Catalog volume, as both kinds of Databricks compute reach one.
+VOLUME_REACH = Reach(
+    frozenset({None, "mount", "direct"}),
+    "every node sees it as files (FUSE) and reads and writes it in place, with no copy",
+    "mount (the default) or direct",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Recorded:
+    """What crosstrain recorded on a run it made: the job's identity and the request's fingerprint ("" or None
+    where that run does not carry one)."""
+
+    identity: str | None
+    fingerprint: str | None
+
+
 class WorkspaceBackend(Backend[WS, P]):
     """What both Databricks backends do the same way through databricks-sdk: one client per workspace and
     profile, where credentials may go (the configured workspace, a profile's own host), the uploads of a request
@@ -538,6 +556,77 @@ class WorkspaceBackend(Backend[WS, P]):
 
         held = self._safe_call(read, f"read back {path}")
         return hashlib.sha256(held).digest() == hashlib.sha256(expected).digest()
+
+    def recorded(self, run: Run) -> Recorded | None:
+        """What crosstrain recorded on `run` (where each backend records it: a cluster tag, the command script's
+        path), or None where the workspace reports nothing of the kind on it."""
+        raise NotImplementedError
+
+    def send(self, request: Request) -> JobHandle:
+        from crosstrain.adaptors import databricks as adaptor
+
+        trusted = self.is_rendered(request)
+        self.check_request(request)
+        settings = self.request_settings(request)
+        profile = settings.profile if trusted else self._profile_for(settings.profile)
+        w = self._client(settings.host, profile)
+        kwargs = adaptor.submit_arguments(request.create.body)  # before anything is sent
+        self._upload(w, request, settings)
+        # Databricks dedupes by the idempotency token (the identity): a retry after an unknown outcome, or a
+        # submit racing another of the same request, gets the run that token started, never a second one.
+        waiter = self.retry.create(
+            lambda: adaptor.call(lambda: w.jobs.submit(**kwargs), "runs/submit"),
+            dedupes=self.capabilities.dedupes_create,
+            identity=request.identity,
+        )
+        run_id = int(waiter.run_id)
+        try:
+            run = self._read_run(w, run_id)
+        except SubmitError as error:
+            raise SubmitError(
+                f"run {run_id} was submitted with identity {request.identity}, but reading it back failed: {error}."
+                " Submit the same job again to adopt it (the idempotency token returns this run)",
+                job_may_exist=True,
+            ) from error
+        recorded = self.recorded(run)
+        if recorded is not None:  # a workspace that does not report it leaves nothing to compare
+            self.check_same_request(request, recorded.fingerprint, f"run {run_id} on {settings.host}")
+        return self.issue(
+            JobHandle(
+                self.name,
+                request.identity,
+                str(run_id),
+                console_url=run.run_page_url or "",
+                ref={"host": settings.host, "profile": profile, "run_id": run_id},
+                # runs/submit answers a known token exactly as a new one ({"run_id": N}), and nothing on the run
+                # says which submit started it, so a re-submit that got the existing run cannot be told apart.
+                adopted=False,
+            )
+        )
+
+    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
+        """The workspace's one-time runs (`runs/list`, run_type SUBMIT_RUN) on which crosstrain recorded an
+        identity, newest first, each with a handle for status, wait, logs and cancel."""
+        from crosstrain.adaptors import databricks as adaptor
+
+        settings = self.list_settings(overrides)
+        profile = self._profile_for(settings.profile)
+        w = self._client(settings.host, profile)
+        jobs = adaptor.jobs()
+
+        def listing() -> list[Any]:
+            return list(w.jobs.list_runs(run_type=jobs.RunType.SUBMIT_RUN, expand_tasks=True))
+
+        runs = self._safe_call(listing, f"runs/list on {settings.host}")
+        found = [(run, self.recorded(run)) for run in runs if run.run_id is not None]
+        for run, recorded in sorted(found, key=lambda item: -(item[0].start_time or 0)):
+            if recorded is None or not recorded.identity:
+                continue
+            state, native, _ = state_of(run)
+            console = run.run_page_url or ""
+            ref = {"host": settings.host, "profile": profile, "run_id": run.run_id}
+            handle = JobHandle(self.name, recorded.identity, str(run.run_id), console_url=console, ref=ref)
+            yield JobSummary(recorded.identity, state, native, (run.start_time or 0) / 1000, console, handle)
 
     def _read_run(self, w: WorkspaceClient, run_id: int) -> Run:
         return self._safe_call(partial(w.jobs.get_run, run_id), f"runs/get {run_id}")

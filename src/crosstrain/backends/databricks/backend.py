@@ -7,13 +7,13 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from crosstrain import catalog, packaging, secrets, uploads
-from crosstrain.backends._databricks import WorkspaceBackend
+from crosstrain.backends._databricks import VOLUME_REACH, Recorded, WorkspaceBackend
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -46,9 +46,9 @@ from crosstrain.backends.databricks.wire import (
 )
 from crosstrain.data import Placement, Reach
 from crosstrain.databricks_task import LAUNCHER_NAME
-from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
+from crosstrain.errors import CrosstrainError, Problem, Unsupported
 from crosstrain.failures import last_lines, summary
-from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, Request
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
@@ -66,11 +66,7 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
     data_placement = Placement(
         "Databricks",
         {
-            "volume": Reach(
-                frozenset({None, "mount", "direct"}),
-                "every node sees it as files (FUSE) and reads and writes it in place, with no copy",
-                "mount (the default) or direct",
-            ),
+            "volume": VOLUME_REACH,
             "dbfs": Reach(
                 frozenset({None, "mount", "direct"}),
                 "every node sees it as files (FUSE) and reads and writes it in place, with no copy",
@@ -434,47 +430,10 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
 
     # -- submit, status, cancel, logs (through databricks-sdk) ---------------------------------------------
 
-    def send(self, request: Request) -> JobHandle:
-        from crosstrain.adaptors import databricks as adaptor
-
-        trusted = self.is_rendered(request)
-        self.check_request(request)
-        settings = self.request_settings(request)
-        profile = settings.profile if trusted else self._profile_for(settings.profile)
-        w = self._client(settings.host, profile)
-        kwargs = adaptor.submit_arguments(request.create.body)  # before anything is sent
-        self._upload(w, request, settings)
-        # Databricks dedupes by the idempotency token (the identity): a retry after an unknown outcome, or a
-        # submit racing another of the same request, gets the run that token started, never a second one.
-        waiter = self.retry.create(
-            lambda: adaptor.call(lambda: w.jobs.submit(**kwargs), "runs/submit"),
-            dedupes=self.capabilities.dedupes_create,
-            identity=request.identity,
-        )
-        run_id = int(waiter.run_id)
-        try:
-            run = self._read_run(w, run_id)
-        except SubmitError as error:
-            raise SubmitError(
-                f"run {run_id} was submitted with identity {request.identity}, but reading it back failed: {error}."
-                " Submit the same job again to adopt it (the idempotency token returns this run)",
-                job_may_exist=True,
-            ) from error
+    def recorded(self, run: Run) -> Recorded | None:
+        """The identity and fingerprint on the run's cluster's custom tags."""
         tags = _cluster_tags(run)
-        if tags is not None:  # a workspace that does not report the run's cluster leaves nothing to compare
-            self.check_same_request(request, tags.get(FINGERPRINT_TAG), f"run {run_id} on {settings.host}")
-        return self.issue(
-            JobHandle(
-                self.name,
-                request.identity,
-                str(run_id),
-                console_url=run.run_page_url or "",
-                ref={"host": settings.host, "profile": profile, "run_id": run_id},
-                # runs/submit answers a known token exactly as a new one ({"run_id": N}), and nothing on the run
-                # says which submit started it, so a re-submit that got the existing run cannot be told apart.
-                adopted=False,
-            )
-        )
+        return None if tags is None else Recorded(tags.get("crosstrain_job"), tags.get(FINGERPRINT_TAG))
 
     def status(self, handle: JobHandle) -> JobStatus:
         w = self._handle_client(handle)
@@ -506,35 +465,6 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
             rank = rank if rank is not None else found
         what = f"rank {rank} failed" if rank is not None else "the run failed"
         return summary(what, error, lines, console, said=said, evidence=read)
-
-    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
-        """The workspace's one-time runs (`runs/list`, run_type SUBMIT_RUN) whose cluster carries crosstrain's
-        `crosstrain_job` tag, newest first, each with a handle for status, wait, logs and cancel."""
-        settings = self.list_settings(overrides)
-        profile = self._profile_for(settings.profile)
-        w = self._client(settings.host, profile)
-        from crosstrain.adaptors import databricks as adaptor
-
-        jobs = adaptor.jobs()
-
-        def listing() -> list[Any]:
-            return list(w.jobs.list_runs(run_type=jobs.RunType.SUBMIT_RUN, expand_tasks=True))
-
-        runs = self._safe_call(listing, f"runs/list on {settings.host}")
-        found = [(run, (_cluster_tags(run) or {}).get("crosstrain_job")) for run in runs if run.run_id is not None]
-        for run, identity in sorted(found, key=lambda item: -(item[0].start_time or 0)):
-            if not identity:
-                continue
-            state, native, _ = _state_of(run)
-            console = run.run_page_url or ""
-            handle = JobHandle(
-                self.name,
-                identity,
-                str(run.run_id),
-                console_url=console,
-                ref={"host": settings.host, "profile": profile, "run_id": run.run_id},
-            )
-            yield JobSummary(identity, state, native, (run.start_time or 0) / 1000, console, handle)
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The driver's stdout and stderr as the cluster delivers them (`cluster_log_conf`, read from where the

@@ -6,14 +6,21 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from functools import partial
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from crosstrain import packaging
-from crosstrain.backends._databricks import WorkspaceBackend, _check_call, runtime_bundle, state_of
+from crosstrain.backends._databricks import (
+    VOLUME_REACH,
+    Recorded,
+    WorkspaceBackend,
+    _check_call,
+    runtime_bundle,
+    state_of,
+)
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -29,9 +36,9 @@ from crosstrain.backends.databricks_air.logs import NOT_SERVED, ArtifactLogs, No
 from crosstrain.backends.databricks_air.plan import Plan, _plan
 from crosstrain.backends.databricks_air.settings import WORKSPACE_CODE_LIMITS, DatabricksAIRSettings
 from crosstrain.data import Placement, Reach
-from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
+from crosstrain.errors import CrosstrainError, Problem, Unsupported
 from crosstrain.failures import last_lines, summary
-from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, Request
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
@@ -94,11 +101,7 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
     data_placement = Placement(
         "Databricks AI Runtime",
         {
-            "volume": Reach(
-                frozenset({None, "mount", "direct"}),
-                "every node sees it as files (FUSE) and reads and writes it in place, with no copy",
-                "mount (the default) or direct",
-            ),
+            "volume": VOLUME_REACH,
             **dict.fromkeys(
                 ("gs", "azure", "s3"),
                 Reach(
@@ -369,45 +372,10 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         return json.loads(text)
 
     # -- submit, status, cancel, list (through databricks-sdk; the workspace machinery is shared) --------------
-    def send(self, request: Request) -> JobHandle:
-        from crosstrain.adaptors import databricks as adaptor
-
-        trusted = self.is_rendered(request)
-        self.check_request(request)
-        settings = self.request_settings(request)
-        profile = settings.profile if trusted else self._profile_for(settings.profile)
-        w = self._client(settings.host, profile)
-        kwargs = adaptor.submit_arguments(request.create.body)  # before anything is sent
-        self._upload(w, request, settings)
-        # Databricks dedupes by the idempotency token (the identity): a retry after an unknown outcome, or a
-        # submit racing another of the same request, gets the run that token started, never a second one.
-        waiter = self.retry.create(
-            lambda: adaptor.call(lambda: w.jobs.submit(**kwargs), "runs/submit"),
-            dedupes=self.capabilities.dedupes_create,
-            identity=request.identity,
-        )
-        run_id = int(waiter.run_id)
-        try:
-            run = self._read_run(w, run_id)
-        except SubmitError as error:
-            raise SubmitError(
-                f"run {run_id} was submitted with identity {request.identity}, but reading it back failed: {error}."
-                " Submit the same job again to adopt it (the idempotency token returns this run)",
-                job_may_exist=True,
-            ) from error
+    def recorded(self, run: Run) -> Recorded | None:
+        """The identity and fingerprint the path of the run's command script names."""
         made = _made_by(run)
-        if made is not None:  # a workspace that does not report the task leaves nothing to compare
-            self.check_same_request(request, made[1], f"run {run_id} on {settings.host}")
-        return self.issue(
-            JobHandle(
-                self.name,
-                request.identity,
-                str(run_id),
-                console_url=run.run_page_url or "",
-                ref={"host": settings.host, "profile": profile, "run_id": run_id},
-                adopted=False,  # runs/submit answers a known token exactly as a new one
-            )
-        )
+        return None if made is None else Recorded(*made)
 
     def status(self, handle: JobHandle) -> JobStatus:
         """The run's state; while it waits, the task output's status_message (e.g. that it waits for GPUs); once
@@ -472,30 +440,6 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
             if air is not None and air.mlflow_run_id:
                 return str(air.mlflow_run_id)
         return None
-
-    def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
-        """The workspace's one-time runs (`runs/list`, SUBMIT_RUN) whose AI Runtime task runs a script crosstrain
-        wrote (its path names the identity), newest first, each with a handle."""
-        from crosstrain.adaptors import databricks as adaptor
-
-        settings = self.list_settings(overrides)
-        profile = self._profile_for(settings.profile)
-        w = self._client(settings.host, profile)
-        jobs = adaptor.jobs()
-
-        def listing() -> list[Any]:
-            return list(w.jobs.list_runs(run_type=jobs.RunType.SUBMIT_RUN, expand_tasks=True))
-
-        runs = self._safe_call(listing, f"runs/list on {settings.host}")
-        found = [(run, _made_by(run)) for run in runs if run.run_id is not None]
-        for run, made in sorted(found, key=lambda item: -(item[0].start_time or 0)):
-            if made is None:
-                continue
-            state, native, _ = state_of(run)
-            console = run.run_page_url or ""
-            ref = {"host": settings.host, "profile": profile, "run_id": run.run_id}
-            handle = JobHandle(self.name, made[0], str(run.run_id), console_url=console, ref=ref)
-            yield JobSummary(made[0], state, native, (run.start_time or 0) / 1000, console, handle)
 
 
 def _made_by(run: Run) -> tuple[str, str] | None:
