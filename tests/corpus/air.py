@@ -86,6 +86,7 @@ class AirRun:
     env: dict[str, str]
     secrets: dict[str, str]
     parameters: dict[str, Any] | None
+    code: bool  # the code folder shipped: the CLI's snapshot of root_path, or crosstrain's bundle of `code:`
 
 
 def _yaml_scalar(node: Any) -> str:
@@ -208,6 +209,8 @@ def submit_body(cfg: dict[str, Any], command_path: str, code_source_path: str, t
     }
     if cfg.get("timeout_minutes"):
         body["timeout_seconds"] = int(cfg["timeout_minutes"]) * 60
+    if cfg.get("usage_policy_name"):
+        raise ValueError("usage_policy_name is resolved to an id against the workspace at submit: not translated")
     if cfg.get("usage_policy_id"):
         body["budget_policy_id"] = str(cfg["usage_policy_id"]).strip()
     if compute.get("priority_class"):
@@ -247,7 +250,7 @@ def air_original(case: Case) -> AirRun:
     secrets = {str(k): str(v) for k, v in (cfg.get("secrets") or {}).items()}
     env = {str(k): str(v) for k, v in (cfg.get("env_variables") or {}).items()}
     parameters = yaml.safe_load(yaml.safe_dump(cfg["parameters"])) if cfg.get("parameters") else None
-    return AirRun(body, cfg["command"], env, secrets, parameters)
+    return AirRun(body, cfg["command"], env, secrets, parameters, code is not None)
 
 
 def _imported(request: Request, name: str) -> str | None:
@@ -276,7 +279,7 @@ def air_crosstrain(request: Request) -> AirRun:
     parameters = None
     if PARAMETERS in env and request.code is not None:
         parameters = yaml.safe_load((Path(request.code.folder) / env.pop(PARAMETERS)).read_text())
-    return AirRun(body, script, env, secrets, parameters)
+    return AirRun(body, script, env, secrets, parameters, request.code is not None)
 
 
 #: The variables AI Runtime sets on each node (the cookbook's torchrun flags read them).
@@ -328,16 +331,16 @@ def _in_code(word: str) -> str:
     return CODE + "/" + word.removeprefix("$CODE_SOURCE_PATH/") if word.startswith("$CODE_SOURCE_PATH/") else word
 
 
-def crosstrain_command(script: str) -> tuple[dict[str, Any], bool]:
-    """What every node runs under crosstrain's command script: its last line execs the archive's bootstrap,
-    which unpacks the code and runs `python -m crosstrain.launch --nproc-per-node N -- COMMAND` from the code
-    folder; and whether code is shipped (the archive)."""
+def crosstrain_command(script: str) -> dict[str, Any]:
+    """What every node runs under crosstrain's command script: its `exec` line runs the archive's bootstrap,
+    which unpacks the bundle and runs `python -m crosstrain.launch --nproc-per-node N -- COMMAND` from the code
+    folder."""
     words = shlex.split(script[script.index("\nexec ") :])
     assert words[:3] == ["exec", "python3", "-c"], words[:3]
     rest = words[words.index("--", 5) + 1 :]
     assert rest[:4] == ["python", "-m", "crosstrain.launch", "--nproc-per-node"], rest[:4]
     argv = rest[rest.index("--") + 1 :]
-    return {"cwd": CODE, "processes_per_node": int(rest[4]), "argv": argv}, bool(words[4])
+    return {"cwd": CODE, "processes_per_node": int(rest[4]), "argv": argv}
 
 
 def normalize(run: AirRun, crosstrain: bool, identity: str = "") -> dict[str, Any]:
@@ -355,7 +358,8 @@ def normalize(run: AirRun, crosstrain: bool, identity: str = "") -> dict[str, An
       the code and runs its launcher (one process per GPU) with the job's command (crosstrain_command). A
       script named as `$CODE_SOURCE_PATH/FILE`, or FILE run from the code folder, is `<code folder>/FILE`;
     - `code_source_path` (the CLI's snapshot archive of `root_path`, unpacked on each node) and crosstrain's
-      archive named in its script become `code`: code shipped either way, the same folder;
+      bundle of its `code:` folder (the archive its script unpacks) become `code`: code shipped either way, the
+      same folder;
     - `env`: the CLI stages `env_variables` in env_vars.json, which AI Runtime's launcher sets on every node;
       crosstrain exports them in its script: compared as one set of variables. `secrets`: both stage
       secret_env_vars.json (`NAME: scope/key`);
@@ -377,18 +381,18 @@ def normalize(run: AirRun, crosstrain: bool, identity: str = "") -> dict[str, An
     if not body.get("timeout_seconds") and not task.get("timeout_seconds"):
         task.pop("retry_on_timeout", None)
     gpus = GPUS_PER_NODE.get(deployment["compute"]["accelerator_type"], 8)
+    air.pop("code_source_path", None)  # where the CLI's snapshot lies: `code` says it is shipped
     if crosstrain:
-        command, code = crosstrain_command(run.command)
+        command = crosstrain_command(run.command)
     else:
-        nodes = deployment["compute"]["accelerator_count"] // gpus
-        command, code = original_command(run.command, gpus, nodes), bool(air.pop("code_source_path", None))
+        command = original_command(run.command, gpus, deployment["compute"]["accelerator_count"] // gpus)
     script = command["argv"][1] if command["argv"][:1] == ["python"] and len(command["argv"]) > 1 else "-"
     if command["cwd"] == CODE and not script.startswith(("-", "/", CODE)):
         command["argv"][1] = f"{CODE}/{script}"
     record = {
         **body,
         "task": task,
-        "ai_runtime_task": {**air, "compute": deployment["compute"], "command": command, "code": code},
+        "ai_runtime_task": {**air, "compute": deployment["compute"], "command": command, "code": run.code},
         "env": run.env,
         "secrets": run.secrets,
         "parameters": run.parameters,
