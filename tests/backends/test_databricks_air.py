@@ -222,6 +222,15 @@ def test_the_command_script_exports_the_env_and_starts_the_launcher_in_the_code_
     assert env == {"environment_version": "4", "dependencies": ["torch==2.5.1", "transformers==4.46.0"]}
 
 
+def test_a_databricks_ai_version_is_the_workspace_base_environment_as_the_air_cli_sends_it() -> None:
+    """`environment.version: databricks_ai_v6` in a workload.yaml is `spec.base_environment` on the wire
+    (databricks/cli cmd/air/runsubmit.go, `buildRunEnvironment`); a number stays an `environment_version`."""
+    spec = render(H100_JOB, environment_version="databricks_ai_v6").create.body["environments"][0]["spec"]
+    assert spec == {"base_environment": "workspace-base-environments/databricks_ai_v6"}
+    spec = render(H100_JOB, environment_version="5").create.body["environments"][0]["spec"]
+    assert spec == {"environment_version": "5"}
+
+
 def test_the_bootstrap_in_the_script_unpacks_the_archive_and_runs_the_command(tmp_path: Path) -> None:
     """The script's own bootstrap, run here on the real archive, starts the command from the code folder."""
     from crosstrain import packaging

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 CASES = Path(__file__).parent / "cases"
-PLATFORMS = ("azureml", "vertex", "aiplatform", "databricks")
+PLATFORMS = ("azureml", "vertex", "aiplatform", "databricks", "air")
 VERDICTS = ("EQUAL", "EQUIVALENT", "REFUSED")
 EXPECTED_KEYS = {"verdict", "differences", "reason", "platform_refuses"}
 SOURCE_KEYS = {"repo", "path", "commit", "licence", "url", "notes", "original", "variables", "copied"}

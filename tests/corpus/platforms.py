@@ -24,6 +24,7 @@ from crosstrain.databricks_task import DistributorCall
 from crosstrain.records import Request
 from crosstrain.registry import create_backend
 from tests.backends.discovery import violations as discovery_violations
+from tests.corpus import air
 from tests.corpus.cases import Case, Difference
 
 #: crosstrain's own identity on every request: labels, properties and tags that name the run and its fingerprint.
@@ -729,6 +730,10 @@ def train_function() -> None:
     """Stands for the function a notebook hands TorchDistributor (its body travels pickled; see normalize)."""
 
 
+#: A case folder's platform prefix where it is not the target's name (`air-...` cases render `databricks-air`).
+TARGETS = {"air": "databricks-air"}
+
+
 def crosstrain_request(case: Case) -> Request:
     """crosstrain's render of job.yaml for the case's platform (a Databricks job without a command runs
     `train_function`, as a notebook hands TorchDistributor a function)."""
@@ -736,18 +741,22 @@ def crosstrain_request(case: Case) -> Request:
     if case.platform == "databricks" and "command" not in job:
         spec = with_function(train_function, case.job)
         return create_backend(case.platform, environ={}).render(spec, dict(job["targets"][case.platform]))
-    return render(case.job, case.platform, environ={})
+    return render(case.job, TARGETS.get(case.platform, case.platform), environ={})
 
 
 def compare(case: Case) -> tuple[str, list[Difference], str]:
     """The verdict: REFUSED (with crosstrain's reason), EQUAL, or EQUIVALENT with the differences."""
     from crosstrain.errors import SpecError
 
-    original_of, crosstrain_of, normalize = PLATFORM[case.platform]
     try:
         request = crosstrain_request(case)
     except SpecError as exc:
         return "REFUSED", [], str(exc)
+    if case.platform == "air":  # Databricks AI Runtime: tests/corpus/air.py
+        original = air.normalize(air.air_original(case), False)
+        found = diff(original, air.normalize(air.air_crosstrain(request), True, request.identity))
+        return ("EQUIVALENT" if found else "EQUAL"), found, ""
+    original_of, crosstrain_of, normalize = PLATFORM[case.platform]
     original, crosstrain = original_of(case), crosstrain_of(request)
     if case.platform == "databricks":  # each side's DeepSpeed config, by what it holds
         code = yaml.safe_load(case.job.read_text()).get("code") or "."

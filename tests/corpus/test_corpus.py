@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.corpus.cases import Case, check, load_cases
+from tests.corpus.cases import PLATFORMS, Case, check, load_cases
 from tests.corpus.platforms import compare
 
 CASES = load_cases()
@@ -28,12 +28,13 @@ def test_case(case: Case) -> None:
 def test_corpus_spread() -> None:
     """Enough cases per platform, and at most one in six REFUSED (issue 15's acceptance), counting the cases the
     platform itself still runs: an original on a retired runtime or GPU is refused by its own platform too."""
-    per_platform = {p: sum(c.platform == p for c in CASES) for p in ("azureml", "vertex", "aiplatform", "databricks")}
+    per_platform = {p: sum(c.platform == p for c in CASES) for p in PLATFORMS}
     assert per_platform["azureml"] >= 8, per_platform
     assert per_platform["vertex"] >= 8, per_platform
     assert per_platform["aiplatform"] >= 6, per_platform
     # Databricks: public TorchDistributor runs that state their cluster are rare (docs/corpus.md, "Findings").
     assert per_platform["databricks"] >= 5, per_platform
+    assert per_platform["air"] >= 4, per_platform  # the AI Runtime cookbook's workload.yaml files
     assert sum(c.verdict == "REFUSED" and not c.platform_refuses for c in CASES) * 6 <= len(CASES)
 
 

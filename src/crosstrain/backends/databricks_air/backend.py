@@ -83,6 +83,19 @@ def command_script(job: TrainingJob, plan: Plan, archive: str, ids: Ids) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: An environment version the air CLI sends as a workspace base environment, not an environment_version.
+BASE_ENVIRONMENT_PREFIX = "databricks_ai_v"
+
+
+def environment_spec(version: str) -> dict[str, Any]:
+    """The run's environment for `environment_version`: `databricks_ai_v<N>` names a workspace base environment
+    (`base_environment: workspace-base-environments/databricks_ai_v<N>`, as the air CLI's `buildRunEnvironment`
+    sends it), anything else is an `environment_version`."""
+    if version.lower().startswith(BASE_ENVIRONMENT_PREFIX):
+        return {"base_environment": f"workspace-base-environments/{version.lower()}"}
+    return {"environment_version": version}
+
+
 def secrets_file(pool: PoolView) -> str:
     """The launcher's secret sidecar for `pool`'s secret variables, sorted by name (references, never values)."""
     entries = []
@@ -251,7 +264,7 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
             "tasks": [task],
         }
         if not plan.pool.image:  # a custom image carries its own environment
-            spec: dict[str, Any] = {"environment_version": settings.environment_version}
+            spec: dict[str, Any] = environment_spec(settings.environment_version)
             if plan.dependencies:
                 spec["dependencies"] = list(plan.dependencies)
             task["environment_key"] = "default"
