@@ -38,10 +38,17 @@ def _names(tree: ast.AST, platform: str, others: set[str] = frozenset()) -> bool
 
 
 def _adaptors(modules: dict[str, ast.Module], platform: str) -> set[str]:
-    """The SDK adaptors the platform's package imports."""
-    found = set()
+    """The SDK adaptors the platform's package imports, itself or through the shared module of its vendor that
+    it imports (`backends/_databricks.py`: what both Databricks targets do the same way)."""
+    found, shared = set(), set()
     for path, tree in modules.items():
         if path.startswith(f"backends/{platform}/"):
+            for node in ast.walk(tree):
+                module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+                if module.startswith("crosstrain.backends._"):
+                    shared.add(f"backends/{module.rsplit('.', 1)[-1]}.py")
+    for path, tree in modules.items():
+        if path.startswith(f"backends/{platform}/") or path in shared:
             for node in ast.walk(tree):
                 if isinstance(node, ast.ImportFrom) and node.module == "crosstrain.adaptors":
                     found |= {f"adaptors/{alias.name}.py" for alias in node.names}
