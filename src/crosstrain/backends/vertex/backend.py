@@ -29,6 +29,7 @@ from crosstrain.backends._google import (
 )
 from crosstrain.backends.base import FINGERPRINT_WHY, IDENTITY_WHY, NODES_WHY, Backend, Capabilities, Ids
 from crosstrain.backends.binding import Binding, Place
+from crosstrain.backends.vertex import sweep as vertex_sweep
 from crosstrain.backends.vertex.emulate import EMULATION
 from crosstrain.backends.vertex.gcloud import gcloud_command
 from crosstrain.backends.vertex.plan import (
@@ -82,6 +83,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         code=True,
         requirements=True,  # the package's install_requires, or the bootstrap's --install on your own image
         environments=True,
+        sweeps=vertex_sweep.SUPPORT,
     )
     conflict_fix = (
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
@@ -208,9 +210,14 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         output = settings.base_output_dir or job.output_dir
         if output:
             job_spec["baseOutputDirectory"] = {"outputUriPrefix": output}
-        body = {"displayName": job.name, "labels": labels(job, identity, ids.fingerprint), "jobSpec": job_spec}
+        job_labels = labels(job, identity, ids.fingerprint)
+        body: dict[str, Any] = {"displayName": job.name, "labels": job_labels, "jobSpec": job_spec}
         parent = f"projects/{settings.project}/locations/{settings.region}"
         base = f"https://{settings.region}-aiplatform.googleapis.com/v1/{parent}/customJobs"
+        if job.sweep is not None:
+            body = vertex_sweep.tuning_body(job.sweep, job.name, job_labels, job_spec)
+            base = base.removesuffix("/customJobs") + "/hyperparameterTuningJobs"
+            notes += vertex_sweep.notes(job.sweep, plan.reducer is not None)
         find = HttpCall(
             "GET",
             f"{base}?{urlencode({'filter': _label_filter(identity)})}",
@@ -328,6 +335,18 @@ class VertexBackend(Backend[VertexSettings, Plan]):
 
     def send(self, request: Request) -> JobHandle:
         self.check_request(request)
+        if request.create.url.endswith("/hyperparameterTuningJobs"):
+            raise Unsupported(
+                self.name,
+                [
+                    Problem(
+                        "sweep",
+                        "crosstrain renders a sweep as Vertex AI's HyperparameterTuningJob, and does not submit one "
+                        "yet",
+                        "submit the rendered body (crosstrain render --target vertex) with gcloud or the SDK",
+                    )
+                ],
+            )
         self._upload(request)
         create = request.create
         url = urlparse(create.url)
