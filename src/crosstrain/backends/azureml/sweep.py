@@ -123,7 +123,7 @@ def sweep_properties(command: dict[str, Any], sweep: Sweep) -> dict[str, Any]:
         {
             "samplingAlgorithm": algorithm,
             "searchSpace": search_space(sweep),
-            "objective": {"goal": sweep.goal.capitalize(), "primaryMetric": sweep.metric},
+            "objective": {"goal": sweep.goal, "primaryMetric": sweep.metric},  # lowercase, as azure-ai-ml sends it
             "limits": limits,
             "trial": trial,
         }
