@@ -491,3 +491,47 @@ _HOW_PASSED = {
     "AI Platform": "AI Platform appends --NAME=VALUE to the command",
     "Azure ML": "the variable AZUREML_SWEEP_NAME",
 }
+
+
+#: The variables a trial run by crosstrain (locally, on Databricks) is given: its id and where it reports.
+TRIAL_ENV = "CROSSTRAIN_TRIAL_ID"
+RESULTS_ENV = "CROSSTRAIN_SWEEP_RESULTS"
+
+
+def for_trial(job: Any, trial: str, values: Mapping[str, Any], results: str) -> Any:
+    """The job one trial runs, where crosstrain runs each trial itself: `${sweep.NAME}` written as the trial's
+    value in every command, argument and variable, the values in `CROSSTRAIN_SWEEP_<NAME>`, the trial's id and
+    the results file `crosstrain.runtime.report` writes; no sweep of its own."""
+    sweep: Sweep | None = job.sweep
+    names = list(sweep.parameters) if sweep is not None else list(values)
+
+    def fill_env(env: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: filled(v, values) if isinstance(v, str) else v for k, v in env.items()}
+
+    def fill(words: list[str] | None) -> list[str] | None:
+        return None if words is None else [filled(word, values) for word in words]
+
+    env = {
+        **fill_env(job.env),
+        PARAMS_ENV: ",".join(names),
+        **{f"{PARAMS_ENV}_{name}": text(value) for name, value in values.items()},
+        TRIAL_ENV: trial,
+        RESULTS_ENV: results,
+    }
+    update: dict[str, Any] = {"env": env, "command": fill(job.command), "args": fill(job.args), "sweep": None}
+    for role in ("primary", "workers", "parameter_servers", "evaluators"):
+        pool = getattr(job, role)
+        if pool is not None:
+            update[role] = _same_fields(
+                pool, {"command": fill(pool.command), "args": fill(pool.args), "env": fill_env(pool.env)}
+            )
+    return _same_fields(job, update)
+
+
+def best(goal: str, results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The trial with the best reported value (each result: `{"value": ...}` or without one), or None."""
+    reported = [r for r in results if isinstance(r.get("value"), float) and math.isfinite(r["value"])]
+    if not reported:
+        return None
+    pick = min if goal == "minimize" else max
+    return pick(reported, key=lambda r: r["value"])
