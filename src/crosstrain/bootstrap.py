@@ -44,7 +44,7 @@ def prepare(here: Path, environ: dict[str, str]) -> Path:
 
 
 #: `${sweep.NAME}` in a command word or an environment value: the trial's value of a sweep parameter.
-SWEEP_REFERENCE = re.compile(r"\$\{sweep\.([A-Za-z_][A-Za-z0-9_]*)\}")
+SWEEP_REFERENCE = re.compile(r"\$\{sweep\.([A-Za-z_][A-Za-z0-9_-]*)\}")
 
 
 def fill_sweep(command: list[str], environ: dict[str, str]) -> list[str]:
@@ -62,7 +62,7 @@ def fill_sweep(command: list[str], environ: dict[str, str]) -> list[str]:
         return command
     values: dict[str, str] = {}
     for name in names:
-        given = environ.get(f"CROSSTRAIN_SWEEP_{name}", environ.get(f"AZUREML_SWEEP_{name}"))
+        given = environ.get(f"CROSSTRAIN_SWEEP_{name.replace('-', '_')}", environ.get(f"AZUREML_SWEEP_{name}"))
         if given is not None:
             values[name] = given
     rest = list(command)
@@ -90,7 +90,7 @@ def fill_sweep(command: list[str], environ: dict[str, str]) -> list[str]:
         if "${sweep." in value:
             environ[name] = fill(value)
     for name, value in values.items():
-        environ[f"CROSSTRAIN_SWEEP_{name}"] = value
+        environ[f"CROSSTRAIN_SWEEP_{name.replace('-', '_')}"] = value
     return [fill(word) for word in rest]
 
 

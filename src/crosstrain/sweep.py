@@ -23,11 +23,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from crosstrain.errors import Problem
-from crosstrain.spec_fields import SpecModel, error_at, invalid
+from crosstrain.spec_fields import Duration, SpecModel, error_at, invalid
 
 #: `${sweep.NAME}` in a command word, an argument or an environment value.
 SWEEP_REFERENCE = re.compile(r"\$\{sweep\.([^{}]*)\}")
-_PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 _METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,127}")
 #: A categorical value: one word in any shell line or argument, so a trial's value never needs quoting.
 _CATEGORY = re.compile(r"[A-Za-z0-9_.:+-]{1,128}")
@@ -47,8 +47,10 @@ class Parameter(SpecModel):
     )
     min: float | None = Field(None, description="The range's lower end (double, integer).")
     max: float | None = Field(None, description="The range's upper end (double, integer).")
-    scale: Literal["linear", "log"] = Field(
-        "linear", description="How values are drawn from a range: linear, or log (min above 0)."
+    scale: Literal["linear", "log"] | None = Field(
+        None,
+        description="How values are drawn and modelled: linear (a range's default), or log (above 0). A discrete "
+        "parameter without one leaves it to the service.",
     )
     values: list[float] | list[str] | None = Field(
         None, description="The values tried (discrete: numbers; categorical: words), at most 1000."
@@ -94,7 +96,7 @@ class Parameter(SpecModel):
                     f"{bad!r} is not a categorical value",
                     "use words of letters, digits and _ . : + - (a trial's value is one word of its command line)",
                 )
-            if self.scale != "linear":
+            if self.scale is not None:
                 raise invalid("a categorical parameter has no scale", "remove `scale`")
         return self
 
@@ -219,6 +221,9 @@ class Sweep(SpecModel):
         BeforeValidator(_early_stopping, json_schema_input_type=EarlyStopping | bool | str | None),
     ] = None
     seed: int | None = Field(None, ge=0, le=2**31 - 1, description="Random sampling's seed, where one is taken.")
+    timeout: Duration | None = Field(
+        None, description="The whole sweep's time limit (Azure ML); each trial's is the job's scheduling.timeout."
+    )
 
     @field_validator("parameters")
     @classmethod
@@ -231,8 +236,14 @@ class Sweep(SpecModel):
             if not _PARAMETER_NAME.fullmatch(name):
                 raise invalid(
                     f"{name!r} is not a parameter name",
-                    "use letters, digits and '_', not starting with a digit (it is written ${sweep.NAME})",
+                    "use letters, digits, '_' and '-', not starting with a digit (it is written ${sweep.NAME})",
                 )
+        variables = [value_env(name) for name in value]
+        if len(set(variables)) != len(variables):
+            raise invalid(
+                "two parameter names differ only in '-' and '_'",
+                "rename one: each is the variable CROSSTRAIN_SWEEP_NAME",
+            )
         return value
 
     @field_validator("metric")
@@ -297,6 +308,11 @@ class Sweep(SpecModel):
         return self.grid_size()
 
 
+def value_env(name: str) -> str:
+    """The variable that holds a parameter's value on a trial's nodes: `CROSSTRAIN_SWEEP_<NAME>`, '-' as '_'."""
+    return f"{PARAMS_ENV}_{name.replace('-', '_')}"
+
+
 def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else float(value)
 
@@ -348,6 +364,8 @@ class SweepSupport:
     algorithms: frozenset[str]
     policies: frozenset[str] = frozenset()
     max_failed: bool = True
+    #: Whether the service stops a whole sweep after `sweep.timeout`.
+    timeout: bool = False
     #: Why an algorithm (by name) or early stopping (`early_stopping`) is missing, where there is more to say.
     why_not: tuple[tuple[str, str], ...] = ()
     chosen_here: bool = False
@@ -389,6 +407,14 @@ def refusals(job: Any, support: SweepSupport | None, target: str) -> list[Proble
                 "remove max_failed_trials",
             )
         )
+    if sweep.timeout is not None and not support.timeout:
+        problems.append(
+            Problem(
+                "sweep.timeout",
+                f"{support.service} has no time limit for a whole sweep",
+                "remove sweep.timeout; each trial's limit is scheduling.timeout",
+            )
+        )
     if support.chosen_here and sweep.trial_count > 1000:
         problems.append(
             Problem(
@@ -425,14 +451,16 @@ def filled(text_: str, values: Mapping[str, Any]) -> str:
 
 
 def marked(job: Any, reference: Any = None) -> Any:
-    """The job as a trial's nodes run it: `CROSSTRAIN_SWEEP` (the parameter names) in its env, so the node side
-    knows what to fill in, and where the service itself places values in the command (`reference(NAME)`, e.g.
-    Azure ML's `${{search_space.NAME}}`), `${sweep.NAME}` in command words and args written that way."""
+    """The job as a trial's nodes run it: `CROSSTRAIN_SWEEP` (the parameter names) in its env where it names a
+    command, so the node side knows what to fill in (`crosstrain.runtime.params`), and where the service itself
+    places values in the command (`reference(NAME)`, e.g. Azure ML's `${{search_space.NAME}}`), `${sweep.NAME}`
+    in command words and args written that way."""
     sweep: Sweep | None = job.sweep
     if sweep is None:
         return job
-    env = {**job.env, PARAMS_ENV: ",".join(sweep.parameters)}
-    update: dict[str, Any] = {"env": env}
+    update: dict[str, Any] = {}
+    if any(pool.command for pool in job.pools()):  # an image's own entrypoint reads no crosstrain variable
+        update["env"] = {**job.env, PARAMS_ENV: ",".join(sweep.parameters)}
     if reference is not None:
 
         def fill(words: list[str] | None) -> list[str] | None:
@@ -514,7 +542,7 @@ def for_trial(job: Any, trial: str, values: Mapping[str, Any], results: str) -> 
     env = {
         **fill_env(job.env),
         PARAMS_ENV: ",".join(names),
-        **{f"{PARAMS_ENV}_{name}": text(value) for name, value in values.items()},
+        **{value_env(name): text(value) for name, value in values.items()},
         TRIAL_ENV: trial,
         RESULTS_ENV: results,
     }

@@ -79,7 +79,8 @@ def params(environ: Mapping[str, str] | None = None, argv: list[str] | None = No
     args = from_args(list(sys.argv[1:] if argv is None else argv), wanted)
     values: dict[str, Any] = {}
     for name in wanted:
-        for source in (env.get(VALUE_PREFIX + name), env.get("AZUREML_SWEEP_" + name), args.get(name)):
+        own = env.get(VALUE_PREFIX + name.replace("-", "_"))
+        for source in (own, env.get("AZUREML_SWEEP_" + name), args.get(name)):
             if source is not None:
                 values[name] = typed(source)
                 break

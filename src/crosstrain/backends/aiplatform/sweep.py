@@ -28,10 +28,11 @@ def parameter_spec(name: str, parameter: Parameter) -> dict[str, Any]:
     spec: dict[str, Any] = {"parameterName": name, "type": parameter.type.upper()}
     if parameter.type in ("double", "integer"):
         spec["minValue"], spec["maxValue"] = parameter.min, parameter.max
-        spec["scaleType"] = _SCALES[parameter.scale]
+        spec["scaleType"] = _SCALES[parameter.scale or "linear"]
     elif parameter.type == "discrete":
         spec["discreteValues"] = parameter.numbers  # "strictly increasing"
-        spec["scaleType"] = _SCALES[parameter.scale]
+        if parameter.scale is not None:  # else left to the service
+            spec["scaleType"] = _SCALES[parameter.scale]
     else:
         spec["categoricalValues"] = list(parameter.values or [])
     return spec

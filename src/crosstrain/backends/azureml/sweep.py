@@ -12,6 +12,7 @@ import dataclasses
 import math
 from typing import Any
 
+from crosstrain.backends.azureml.wire import iso_duration, seconds_of
 from crosstrain.errors import Problem
 from crosstrain.records import Request
 from crosstrain.sweep import Parameter, Sweep, SweepSupport, needs_bootstrap
@@ -21,6 +22,7 @@ SUPPORT = SweepSupport(
     frozenset({"grid", "random", "bayesian"}),
     policies=frozenset({"median", "bandit", "truncation"}),
     max_failed=False,
+    timeout=True,
     why_not=(("early_stopping", "its sweep jobs stop trials by a bandit, median or truncation policy"),),
 )
 
@@ -42,10 +44,18 @@ def refusals(job: Any) -> list[Problem]:
     problems = needs_bootstrap(job, "Azure ML", fields=("env",))
     for name, parameter in sweep.parameters.items():
         at = f"sweep.parameters.{name}"
+        if "-" in name:
+            problems.append(
+                Problem(
+                    at,
+                    "Azure ML names a search space's parameters as its command's inputs: letters, digits and '_'",
+                    f"rename it, e.g. {name.replace('-', '_')}",
+                )
+            )
         if parameter.type == "integer":
             low, high = parameter.bounds
             span = int(high) - int(low) + 1
-            if span > _CHOICES and not (parameter.min == 0 and parameter.scale == "linear"):
+            if span > _CHOICES and not (parameter.min == 0 and parameter.scale != "log"):
                 problems.append(
                     Problem(
                         at,
@@ -116,6 +126,8 @@ def sweep_properties(command: dict[str, Any], sweep: Sweep) -> dict[str, Any]:
         "maxTotalTrials": sweep.trial_count,
         "maxConcurrentTrials": sweep.parallel_trials,
     }
+    if sweep.timeout is not None:
+        limits["timeout"] = iso_duration(sweep.timeout)
     timeout = (command.get("limits") or {}).get("timeout")
     if timeout:
         limits["trialTimeout"] = timeout
@@ -173,6 +185,8 @@ def sweep_yaml(command: dict[str, Any], properties: dict[str, Any]) -> dict[str,
     }
     if "trialTimeout" in limits:
         out["limits"]["trial_timeout"] = (command.get("limits") or {}).get("timeout")
+    if "timeout" in limits:
+        out["limits"]["timeout"] = seconds_of(limits["timeout"])
     policy = properties.get("earlyTermination")
     if policy:
         names = {"MedianStopping": "median_stopping", "Bandit": "bandit", "TruncationSelection": "truncation_selection"}

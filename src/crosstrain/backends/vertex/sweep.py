@@ -43,7 +43,9 @@ def parameter_spec(name: str, parameter: Parameter) -> dict[str, Any]:
         spec["discreteValueSpec"] = {"values": parameter.numbers}
     else:
         spec["categoricalValueSpec"] = {"values": list(parameter.values or [])}
-    if parameter.type != "categorical":
+    if parameter.type in ("double", "integer"):
+        spec["scaleType"] = _SCALES[parameter.scale or "linear"]
+    elif parameter.type == "discrete" and parameter.scale is not None:  # else SCALE_TYPE_UNSPECIFIED
         spec["scaleType"] = _SCALES[parameter.scale]
     return spec
 
