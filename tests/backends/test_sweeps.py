@@ -354,3 +354,77 @@ def test_the_azureml_golden_file() -> None:
     if os.environ.get("CROSSTRAIN_UPDATE_GOLDEN"):
         golden.write_text(text)
     assert golden.read_text() == text, f"rerun with CROSSTRAIN_UPDATE_GOLDEN=1 and review {golden}"
+
+
+# -- submit, through the platforms' loopback services -----------------------------------------------------------
+def test_aiplatform_submits_a_sweep_in_the_jobs_own_create_and_follows_it() -> None:
+    from tests.backends.aiplatform_server import AIPlatformPlatform
+
+    with AIPlatformPlatform() as platform:
+        backend = platform.backend()
+        request = backend.render(sweep_job(), dict(platform.settings))
+        handle = backend.send(request)
+        (create,) = [c for c in platform.service.received if c.method == "POST"]
+        assert create.body["trainingInput"]["hyperparameters"]["maxTrials"] == 8
+        assert backend.wait(handle, poll_interval=0.01).state.value == "SUCCEEDED"
+        assert backend.send(request).adopted  # exactly once: a re-submit adopts it
+        assert platform.live_jobs(request.identity) == [handle.job_id]
+
+
+def test_azureml_submits_a_sweep_job_and_follows_it() -> None:
+    from tests.backends.azureml_cloud import AzureMLPlatform
+
+    with AzureMLPlatform(statuses=("Queued", "Running", "Completed")) as platform:
+        backend = platform.backend()
+        job = sweep_job(args=["--lr", "${sweep.lr}"])
+        request = backend.render(job, dict(platform.settings))
+        handle = backend.send(request)
+        puts = [c for c in platform.service.received if c.method == "PUT" and "/jobs/" in c.path]
+        assert puts[-1].body["properties"]["jobType"] == "Sweep"
+        assert backend.wait(handle, poll_interval=0.01).state.value == "SUCCEEDED"
+        assert backend.send(request).adopted
+        assert platform.live_jobs(request.identity) == [handle.job_id]
+
+
+def test_vertex_submits_a_tuning_job_exactly_once_and_follows_it() -> None:
+    from tests.backends.vertex_server import VertexPlatform
+
+    with VertexPlatform() as platform:
+        backend = platform.backend()
+        request = backend.render(sweep_job(), dict(platform.settings))
+        handle = backend.send(request)
+        assert "/hyperparameterTuningJobs/" in handle.ref["name"]
+        creates = [c for c in platform.service.received if c.method == "POST"]
+        assert [c.path.rsplit("/", 1)[1] for c in creates] == ["hyperparameterTuningJobs"]
+        from google.cloud.aiplatform_v1 import HyperparameterTuningJob
+
+        sent = HyperparameterTuningJob.from_json(json.dumps(creates[0].body))  # the REST transport's enums are ints
+        assert sent == HyperparameterTuningJob.from_json(json.dumps(request.create.body))
+        again = backend.send(request)  # exactly once: a re-submit finds it under its identity label
+        assert (again.adopted, again.job_id) == (True, handle.job_id)
+        assert platform.live_jobs(request.identity) == [handle.job_id]
+        status = backend.wait(handle, poll_interval=0.01)
+        assert status.state.value == "SUCCEEDED"
+        assert status.message.startswith("0 trials")  # the loopback runs no trials
+
+
+def test_a_tuning_jobs_trials_and_the_best_are_said() -> None:
+    from google.cloud.aiplatform_v1 import HyperparameterTuningJob
+
+    from crosstrain.backends.vertex.sweep import trials_said
+
+    job = HyperparameterTuningJob.from_json(
+        json.dumps(
+            {
+                "studySpec": {"metrics": [{"metricId": "loss", "goal": "MINIMIZE"}]},
+                "trials": [
+                    {"id": "1", "state": "SUCCEEDED", "parameters": [{"parameterId": "lr", "value": 0.1}],
+                     "finalMeasurement": {"metrics": [{"metricId": "loss", "value": 0.5}]}},
+                    {"id": "2", "state": "SUCCEEDED", "parameters": [{"parameterId": "lr", "value": 0.01}],
+                     "finalMeasurement": {"metrics": [{"metricId": "loss", "value": 0.25}]}},
+                    {"id": "3", "state": "ACTIVE", "parameters": [{"parameterId": "lr", "value": 0.001}]},
+                ],
+            }
+        )
+    )  # fmt: skip
+    assert trials_said(job) == "3 trials (1 active, 2 succeeded); best: trial 2 (lr=0.01), loss 0.25"

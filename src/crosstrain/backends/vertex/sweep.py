@@ -94,3 +94,32 @@ def notes(sweep: Sweep, reducer: bool) -> list[str]:
             "documentation does not say whether tuning trials run it"
         )
     return said
+
+
+def trials_said(job: Any) -> str:
+    """A HyperparameterTuningJob's trials as one line: how many in each state, and the best so far (its
+    parameters and final metric), with the job's error where it has one."""
+    trials = list(getattr(job, "trials", []) or [])
+    goal = job.study_spec.metrics[0].goal.name if job.study_spec.metrics else "MINIMIZE"
+    states: dict[str, int] = {}
+    measured = []
+    for trial in trials:
+        states[trial.state.name] = states.get(trial.state.name, 0) + 1
+        metrics = list(trial.final_measurement.metrics)
+        if metrics:
+            measured.append((metrics[0].value, trial))
+    said = [
+        f"{len(trials)} trials"
+        + (f" ({', '.join(f'{n} {s.lower()}' for s, n in sorted(states.items()))})" if states else "")
+    ]
+    if measured:
+        value, trial = (max if goal == "MAXIMIZE" else min)(measured, key=lambda item: item[0])
+        values = ", ".join(f"{p.parameter_id}={_value(p.value)}" for p in trial.parameters)
+        said.append(f"best: trial {trial.id} ({values}), {job.study_spec.metrics[0].metric_id} {value:.6g}")
+    if job.error.message:
+        said.append(job.error.message)
+    return "; ".join(said)
+
+
+def _value(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
