@@ -72,4 +72,12 @@ def test_the_example_runs_its_trials_here_and_names_the_best(tmp_path: Path) -> 
     assert sweep["best"]["params"] == {"lr": 0.05}  # the quickstart's own learning rate wins
     assert sweep["best"]["value"] == min(losses.values())
     assert "best: trial 3 (lr=0.05), loss" in done.stderr
-    assert os.path.isdir(tmp_path / "sweeps")
+    # `list` shows the sweep (and its trials' runs), and `status` of its handle names the best
+    listed = cli("list", "-t", "local", "--set", f"runs_dir={tmp_path}", "--json", timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    sweeps = [job for job in json.loads(listed.stdout) if job["identity"] == result["identity"]]
+    assert len(sweeps) == 1
+    assert sweeps[0]["state"] == "SUCCEEDED"
+    handle = tmp_path / "sweeps" / result["identity"] / "handle.json"
+    shown = cli("status", str(handle), timeout=120)
+    assert "best: trial 3 (lr=0.05)" in shown.stdout, shown.stderr

@@ -428,3 +428,40 @@ def test_a_tuning_jobs_trials_and_the_best_are_said() -> None:
         )
     )  # fmt: skip
     assert trials_said(job) == "3 trials (1 active, 2 succeeded); best: trial 2 (lr=0.01), loss 0.25"
+
+
+def test_an_aiplatform_tuning_jobs_trials_and_the_best_are_said() -> None:
+    from crosstrain.backends.aiplatform.sweep import trials_said
+
+    job = {
+        "trainingInput": {"hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy"}},
+        "trainingOutput": {
+            "isHyperparameterTuningJob": True,
+            "trials": [
+                {"trialId": "1", "state": "SUCCEEDED", "hyperparameters": {"lr": "0.1"},
+                 "finalMetric": {"trainingStep": "10", "objectiveValue": 0.8}},
+                {"trialId": "2", "state": "SUCCEEDED", "hyperparameters": {"lr": "0.01"},
+                 "finalMetric": {"trainingStep": "10", "objectiveValue": 0.9}},
+                {"trialId": "3", "state": "RUNNING", "hyperparameters": {"lr": "0.001"}},
+            ],
+        },
+    }  # fmt: skip
+    assert trials_said(job) == "3 trials (1 running, 2 succeeded); best: trial 2 (lr=0.01), accuracy 0.9"
+    assert trials_said({"trainingOutput": {}}) == ""
+
+
+def test_a_vertex_patch_on_a_sweep_is_refused_with_the_reason() -> None:
+    job = sweep_job(targets={"vertex": {"patch": {"jobSpec": {"enableWebAccess": True}}}})
+    found = refusal("vertex", job, VERTEX)
+    assert "HyperparameterTuningJob" in found["targets.vertex.patch"]
+
+
+def test_hyphenated_names_timeouts_and_their_refusals() -> None:
+    job = sweep_job(sweep={"parameters": {"learning-rate": [0.1, 0.2]}, "timeout": "2h"})
+    assert "no time limit for a whole sweep" in refusal("vertex", job, VERTEX)["sweep.timeout"]
+    assert "letters, digits and '_'" in refusal("azureml", job, AZUREML_COMPUTE)["sweep.parameters.learning-rate"]
+    ok = sweep_job(sweep={"timeout": "2h"})
+    assert _azure_sweep(ok).create.body["properties"]["limits"]["timeout"] == "PT2H"
+    with pytest.raises(SpecError) as refused:
+        sweep_job(sweep={"parameters": {"a-b": [1, 2], "a_b": [1, 2]}})
+    assert "differ only in '-' and '_'" in str(refused.value)

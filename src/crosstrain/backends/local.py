@@ -524,7 +524,8 @@ class LocalBackend(Backend[LocalSettings, None]):
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         found = []
-        for path in self._runs_dir(overrides).glob("*/handle.json"):
+        runs = self._runs_dir(overrides)
+        for path in [*runs.glob("*/handle.json"), *runs.glob("sweeps/*/handle.json")]:  # runs, and sweeps
             try:
                 found.append((path.stat().st_mtime, path.parent, JobHandle.loads(path.read_text())))
             except (OSError, SpecError):

@@ -362,7 +362,8 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         self.check_handle(handle)
         job = self._get(handle.ref["url"])
         native = str(job.get("state", "STATE_UNSPECIFIED"))
-        return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, str(job.get("errorMessage", "")))
+        said = "; ".join(m for m in (aiplatform_sweep.trials_said(job), str(job.get("errorMessage", ""))) if m)
+        return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, said)
 
     def cancel(self, handle: JobHandle) -> None:
         self.check_handle(handle)

@@ -63,3 +63,30 @@ def note(sweep: Sweep) -> str:
         + f"), {sweep.parallel_trials} at a time; AI Platform appends --NAME=VALUE to the command and reads "
         f"{sweep.metric} from the hypertune file (crosstrain.runtime.report)"
     )
+
+
+def trials_said(job: dict[str, Any]) -> str:
+    """A tuning job's trials (`trainingOutput.trials`, each a `HyperparameterOutput`) as one line: how many in
+    each state, and the best so far by the spec's goal, its hyperparameters and final objective value; "" for a
+    job that is no tuning job."""
+    output = job.get("trainingOutput") or {}
+    if not output.get("isHyperparameterTuningJob"):
+        return ""
+    trials = [t for t in output.get("trials") or [] if isinstance(t, dict)]
+    spec = (job.get("trainingInput") or {}).get("hyperparameters") or {}
+    states: dict[str, int] = {}
+    measured = []
+    for trial in trials:
+        state = str(trial.get("state", "STATE_UNSPECIFIED"))
+        states[state] = states.get(state, 0) + 1
+        value = (trial.get("finalMetric") or {}).get("objectiveValue")
+        if isinstance(value, (int, float)):
+            measured.append((float(value), trial))
+    counts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items()))
+    said = [f"{len(trials)} trials" + (f" ({counts})" if counts else "")]
+    if measured:
+        value, trial = (max if spec.get("goal") == "MAXIMIZE" else min)(measured, key=lambda item: item[0])
+        values = ", ".join(f"{k}={v}" for k, v in sorted((trial.get("hyperparameters") or {}).items()))
+        metric = output.get("hyperparameterMetricTag") or spec.get("hyperparameterMetricTag") or "the metric"
+        said.append(f"best: trial {trial.get('trialId')} ({values}), {metric} {value:.6g}")
+    return "; ".join(said)
