@@ -377,7 +377,14 @@ def refusals(job: Any, support: SweepSupport | None, target: str) -> list[Proble
     if sweep is None:
         return []
     if support is None:
-        return [Problem("sweep", f"{target} has no hyperparameter tuning", "remove `sweep:`, or choose another target")]
+        return [
+            Problem(
+                "sweep",
+                f"{target} has no hyperparameter tuning in crosstrain: no tuning service it renders for, and no "
+                "trials it runs itself there yet",
+                "remove `sweep:`, or use --target vertex, aiplatform, azureml or local",
+            )
+        ]
     why = dict(support.why_not)
     problems = []
     if sweep.algorithm not in support.algorithms:

@@ -465,3 +465,23 @@ def test_hyphenated_names_timeouts_and_their_refusals() -> None:
     with pytest.raises(SpecError) as refused:
         sweep_job(sweep={"parameters": {"a-b": [1, 2], "a_b": [1, 2]}})
     assert "differ only in '-' and '_'" in str(refused.value)
+
+
+def test_the_notebook_shows_a_sweeps_trials_as_a_table() -> None:
+    from crosstrain.records import JobHandle
+
+    outcome = {
+        "state": "SUCCEEDED",
+        "sweep": {
+            "metric": "loss",
+            "trials": [
+                {"trial": 1, "params": {"lr": 0.1}, "state": "SUCCEEDED", "value": 0.5},
+                {"trial": 2, "params": {"lr": "<b>"}, "state": "FAILED"},
+            ],
+            "best": {"trial": 1},
+        },
+    }
+    shown = JobHandle("local", "x-1", "sweep-x-1", "", {"outcome": outcome})._repr_html_()
+    assert "<td>1 (best)</td><td>lr=0.1</td><td>SUCCEEDED</td><td>0.5</td>" in shown
+    assert "lr=&lt;b&gt;" in shown  # every value escaped
+    assert "sweep</th><td style='text-align:left'>4 trials (grid)" in load_job(EXAMPLE)._repr_html_()
