@@ -457,7 +457,11 @@ class LocalBackend(Backend[LocalSettings, None]):
 
         body = request.create.body
         if "sweep" in body:
-            return local_sweep.send(self, request)
+            handle = local_sweep.send(self, request)
+            kept = local_sweep.handle_file(request)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            _keep(handle, kept)
+            return handle
         if importlib.util.find_spec("torch") is None:
             raise MissingDependency("running a job here needs PyTorch: pip install 'crosstrain[runtime]'")
         emulation = _emulation(EMULATED.get(body["emulate"], ""))

@@ -128,15 +128,14 @@ def send(backend: LocalBackend, request: Request) -> JobHandle:
         "message": message,
         "sweep": {"metric": spec["metric"], "goal": spec["goal"], "trials": trials, "best": best},
     }
-    handle = JobHandle(
+    return JobHandle(
         backend.name, request.identity, f"sweep-{request.identity}", console_url="", ref={"outcome": outcome}
     )
-    from crosstrain.backends.local import _keep
 
-    folder = Path(spec["trials"][0]["results"]).parent  # kept beside the trials' results, for `crosstrain list`
-    folder.mkdir(parents=True, exist_ok=True)
-    _keep(handle, folder / "handle.json")
-    return handle
+
+def handle_file(request: Request) -> Path:
+    """Where a sweep's handle is kept, beside its trials' results under `runs_dir/sweeps/` (`crosstrain list`)."""
+    return Path(request.create.body["sweep"]["trials"][0]["results"]).parent / "handle.json"
 
 
 def sweeps_results(path: str, metric: str) -> dict[str, Any] | None:
