@@ -22,6 +22,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,57 @@ def prepare(here: Path, environ: dict[str, str]) -> Path:
     environ["PYTHONPATH"] = os.pathsep.join(paths)
     environ["CROSSTRAIN_CODE_DIR"] = str(code)
     return code
+
+
+#: `${sweep.NAME}` in a command word or an environment value: the trial's value of a sweep parameter.
+SWEEP_REFERENCE = re.compile(r"\$\{sweep\.([A-Za-z_][A-Za-z0-9_-]*)\}")
+
+
+def fill_sweep(command: list[str], environ: dict[str, str]) -> list[str]:
+    """In a sweep's trial (`CROSSTRAIN_SWEEP` names its parameters), the command and `environ` with every
+    `${sweep.NAME}` set to the trial's value, and `CROSSTRAIN_SWEEP_<NAME>` set for each. The values come from
+    crosstrain's own variables, Azure ML's `AZUREML_SWEEP_<NAME>`, or the `--NAME=VALUE` (or `--NAME VALUE`)
+    arguments Vertex AI and AI Platform append to the command: where the command places the values itself, those
+    appended arguments are taken off its end."""
+    listed = environ.get("CROSSTRAIN_SWEEP", "")
+    if command and command[0] == "env":  # AI Platform has no variables: the command runs under `env NAME=VALUE`
+        listed = next((word.split("=", 1)[1] for word in command if word.startswith("CROSSTRAIN_SWEEP=")), listed)
+    names = [name for name in listed.split(",") if name]
+    names += sorted({found[1] for word in command for found in SWEEP_REFERENCE.finditer(word)} - set(names))
+    if not names:
+        return command
+    values: dict[str, str] = {}
+    for name in names:
+        given = environ.get(f"CROSSTRAIN_SWEEP_{name.replace('-', '_')}", environ.get(f"AZUREML_SWEEP_{name}"))
+        if given is not None:
+            values[name] = given
+    rest = list(command)
+    if any(SWEEP_REFERENCE.search(word) for word in rest):  # the command places them: take the appended ones off
+        while rest:
+            key, eq, value = rest[-1].partition("=")
+            if eq and key.startswith("--") and key[2:] in names and key[2:] not in values:
+                values[key[2:]] = value
+                rest.pop()
+            elif len(rest) > 1 and rest[-2].startswith("--") and rest[-2][2:] in names and rest[-2][2:] not in values:
+                if SWEEP_REFERENCE.search(rest[-1]):
+                    break
+                values[rest[-2][2:]] = rest[-1]
+                del rest[-2:]
+            else:
+                break
+    missing = sorted({found[1] for word in rest for found in SWEEP_REFERENCE.finditer(word)} - set(values))
+    if missing:
+        _say(f"no value for {', '.join(missing)} in this trial: ${{sweep.NAME}} stays as written")
+
+    def fill(text: str) -> str:
+        return SWEEP_REFERENCE.sub(lambda found: values.get(found[1], found[0]), text)
+
+    for name, value in list(environ.items()):
+        if "${sweep." in value:
+            environ[name] = fill(value)
+    for name, value in values.items():
+        environ[f"CROSSTRAIN_SWEEP_{name.replace('-', '_')}"] = value
+    return [fill(word) for word in rest]
 
 
 #: The last lines of pip's output kept for the processes that waited for it, to say why it failed.
@@ -118,6 +170,7 @@ def main(argv: list[str]) -> int:
     here = Path(__file__).resolve().parent
     environ = dict(os.environ)
     code = prepare(here, environ)
+    command = fill_sweep(command, environ)
     requirements = here / "requirements.txt"
     if install and requirements.is_file() and requirements.stat().st_size:
         failed = install_once(requirements, environ)

@@ -38,6 +38,15 @@ def job_html(job: TrainingJob) -> str:
             gpu = f"{machine.accelerator.type}:{machine.accelerator.count}" if machine.accelerator else ""
             what = " ".join(x for x in (machine.type or "", gpu) if x)
         rows.append((pool.role, f"{pool.replicas} x {what} ({pool.image or 'no image'})"))
+    if job.sweep is not None:
+        sweep = job.sweep
+        rows.append(
+            (
+                "sweep",
+                f"{sweep.trial_count} trials ({sweep.algorithm}) of {', '.join(sweep.parameters)}: "
+                f"{sweep.goal} {sweep.metric}",
+            )
+        )
     rows.append(("targets", ", ".join(job.targets) or "-"))
     return _table(f"TrainingJob {job.name}", rows) + _json("spec", job.model_dump(mode="json", exclude_none=True))
 
@@ -55,7 +64,27 @@ def handle_html(handle: JobHandle) -> str:
         ("identity", handle.identity),
         ("job id", handle.job_id),
     ]
-    return _table("JobHandle", rows) + _console(handle.console_url)
+    return _table("JobHandle", rows) + _trials(handle) + _console(handle.console_url)
+
+
+def _trials(handle: JobHandle) -> str:
+    """A sweep's trials, one row each (its parameters, state and metric), the best marked; "" for a job."""
+    sweep = (handle.ref.get("outcome") or {}).get("sweep") if isinstance(handle.ref, dict) else None
+    if not isinstance(sweep, dict) or not isinstance(sweep.get("trials"), list):
+        return ""
+    best = (sweep.get("best") or {}).get("trial")
+    metric = _text(str(sweep.get("metric", "metric")))
+    head = f"<tr><th>trial</th><th>parameters</th><th>state</th><th>{metric}</th></tr>"
+    rows = []
+    for trial in sweep["trials"]:
+        if not isinstance(trial, dict):
+            continue
+        params = ", ".join(f"{k}={v}" for k, v in (trial.get("params") or {}).items())
+        mark = " (best)" if trial.get("trial") == best else ""
+        cells = [f"{trial.get('trial')}{mark}", params, trial.get("state", ""), trial.get("value", "")]
+        rows.append("<tr>" + "".join(f"<td>{_text(str(cell))}</td>" for cell in cells) + "</tr>")
+    caption = "<caption style='text-align:left'><b>trials</b></caption>"
+    return f"<table>{caption}{head}{''.join(rows)}</table>"
 
 
 def _console(url: str) -> str:

@@ -44,6 +44,7 @@ from crosstrain.spec_fields import (
     error_at,
     invalid,
 )
+from crosstrain.sweep import Sweep, reference_problems
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -298,6 +299,11 @@ class TrainingJob(SpecModel):
     )
     network: str | None = Field(None, description="VPC / virtual network the nodes join.")
     output_dir: str | None = Field(None, description="Where the job writes its outputs (gs://, azureml://, dbfs:/).")
+    sweep: Sweep | None = Field(
+        None,
+        description="Hyperparameter tuning: trials of the job on the target's own tuning service, each with its "
+        "values of the sweep's parameters (`${sweep.NAME}` in command, args and env values).",
+    )
     targets: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-target settings, e.g. targets.vertex.project. `crosstrain schema` "
@@ -462,6 +468,14 @@ class TrainingJob(SpecModel):
                 if isinstance(value, str):
                     sites.append(((*prefix, "env", name), value))
         return sites
+
+    @model_validator(mode="after")
+    def _sweep_references(self) -> TrainingJob:
+        """Every `${sweep.NAME}` names a parameter of the job's sweep."""
+        errors = reference_problems(self)
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, errors)
+        return self
 
     @model_validator(mode="after")
     def _framework_args_once(self) -> TrainingJob:

@@ -274,6 +274,7 @@ GOLDEN_JOBS = {
     "base-job": (None, SETTINGS),
     "aiplatform-prebuilt-package": (ROOT / "examples" / "aiplatform-prebuilt-package" / "job.yaml", {}),
     "aiplatform-data": (ROOT / "examples" / "aiplatform-data.yaml", {}),
+    "sweep": (ROOT / "examples" / "sweep" / "job.yaml", {}),
 }
 
 

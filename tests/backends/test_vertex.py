@@ -120,6 +120,7 @@ GOLDEN_EXAMPLES = [
         "aiplatform-prebuilt-package/job.yaml",
         "vertex-package-reduction-server/job.yaml",
         "vertex-data.yaml",
+        "sweep/job.yaml",
     )
 ]
 

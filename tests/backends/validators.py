@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import itertools
 import json
 import logging
 import re
@@ -53,19 +54,27 @@ def vertex(request: Request) -> list[str]:
     discovery document, and what google.md section 1 documents: a non-empty primary pool of one replica, in
     every pool a machine type and a container image, at most 100 environment variables per container, a boot
     disk of 100-64000 GB, and Google's label rules."""
-    from google.cloud.aiplatform_v1 import CustomJob
+    from google.cloud.aiplatform_v1 import CustomJob, HyperparameterTuningJob
 
     body = request.create.body
     found: list[str] = []
+    tuning = "studySpec" in body  # a sweep: the job's spec is every trial's
+    message, schema = (
+        (HyperparameterTuningJob, "GoogleCloudAiplatformV1HyperparameterTuningJob")
+        if tuning
+        else (CustomJob, "GoogleCloudAiplatformV1CustomJob")
+    )
     try:
-        CustomJob.from_json(json.dumps(body))
+        message.from_json(json.dumps(body))
     except Exception as exc:  # the message's own parser: any failure is a body it does not take
-        found.append(f"CustomJob.from_json: {type(exc).__name__}: {exc}")
-    found += discovery_violations("aiplatform.v1", "GoogleCloudAiplatformV1CustomJob", body)
+        found.append(f"{message.__name__}.from_json: {type(exc).__name__}: {exc}")
+    found += discovery_violations("aiplatform.v1", schema, body)
     if not body.get("displayName"):
         found.append("displayName: required")
     found += _google_labels(body.get("labels") or {})
-    pools = (body.get("jobSpec") or {}).get("workerPoolSpecs") or []
+    if tuning:
+        found += _study(body)
+    pools = (body.get("trialJobSpec" if tuning else "jobSpec") or {}).get("workerPoolSpecs") or []
     if not pools or not pools[0]:
         found.append("jobSpec.workerPoolSpecs[0]: required (the primary pool)")
     elif pools[0].get("replicaCount") not in (None, "1"):
@@ -89,6 +98,22 @@ def vertex(request: Request) -> list[str]:
             found.append(f"{where}.diskSpec.bootDiskSizeGb: 100-64000, not {size}")
         if int(pool.get("replicaCount") or "0") < 1:
             found.append(f"{where}.replicaCount: at least 1 in a pool that is used")
+    return found
+
+
+def _study(body: Mapping[str, Any]) -> list[str]:
+    """What the HyperparameterTuningJob reference documents beyond the schema: a metric and parameters, trial
+    counts of at least 1, and GRID_SEARCH only over INTEGER, CATEGORICAL and DISCRETE parameters
+    (https://cloud.google.com/vertex-ai/docs/reference/rest/v1/StudySpec)."""
+    found = []
+    study = body["studySpec"]
+    if not study.get("metrics") or not study.get("parameters"):
+        found.append("studySpec: metrics and parameters are required")
+    for key in ("maxTrialCount", "parallelTrialCount"):
+        if int(body.get(key) or 0) < 1:
+            found.append(f"{key}: required, at least 1")
+    if study.get("algorithm") == "GRID_SEARCH" and any("doubleValueSpec" in p for p in study.get("parameters", [])):
+        found.append("studySpec.algorithm: GRID_SEARCH takes INTEGER, CATEGORICAL and DISCRETE parameters only")
     return found
 
 
@@ -116,6 +141,15 @@ def aiplatform(request: Request) -> list[str]:
     for pool in ("worker", "parameterServer", "evaluator"):
         if int(training.get(f"{pool}Count") or "0") > 0 and not training.get(f"{pool}Type"):
             found.append(f"trainingInput.{pool}Type: required with {pool}Count")
+    hyper = training.get("hyperparameters")
+    if hyper is not None:  # "Required." in HyperparameterSpec's reference: goal and params
+        found += [f"trainingInput.hyperparameters.{k}: required" for k in ("goal", "params") if not hyper.get(k)]
+        for index, param in enumerate(hyper.get("params") or []):
+            values = param.get("discreteValues")
+            if values is not None and any(b <= a for a, b in itertools.pairwise(values)):
+                found.append(f"trainingInput.hyperparameters.params[{index}].discreteValues: strictly increasing")
+            if param.get("type") in ("DOUBLE", "INTEGER") and not ("minValue" in param and "maxValue" in param):
+                found.append(f"trainingInput.hyperparameters.params[{index}]: minValue and maxValue required")
     scheduling = training.get("scheduling") or {}
     if "maxWaitTime" in scheduling and float(str(scheduling["maxWaitTime"]).rstrip("s")) < 1800:
         found.append(f"trainingInput.scheduling.maxWaitTime: at least 1800s, not {scheduling['maxWaitTime']}")
@@ -141,6 +175,7 @@ def azureml(request: Request) -> list[str]:
     from azure.ai.ml import load_job
     from azure.ai.ml._restclient.arm_ml_service.models import JobBase
     from azure.ai.ml.entities import Command, Job
+    from azure.ai.ml.sweep import SweepJob
 
     from crosstrain.registry import create_backend
 
@@ -159,14 +194,54 @@ def azureml(request: Request) -> list[str]:
             except Exception as exc:  # the SDK's own validation: any failure is a job it does not take
                 found.append(f"{what}: {type(exc).__name__}: {exc}")
                 continue
-            if not isinstance(job, Command):
-                found.append(f"{what}: a {type(job).__name__}, not a command job")
+            expected = SweepJob if request.create.body["properties"].get("jobType") == "Sweep" else Command
+            if not isinstance(job, expected):
+                found.append(f"{what}: a {type(job).__name__}, not a {expected.__name__}")
+                continue
+            if isinstance(job, SweepJob):  # its trial is a command job, with the command job's own checks
+                found += _sweep_violations(what, job)
                 continue
             result = job._validate()
             if not result.passed:
                 found.append(f"{what}: {result.error_messages}")
     finally:
         logging.disable(disabled)
+    return found
+
+
+def _sweep_violations(what: str, job: Any) -> list[str]:
+    """A sweep job as azure-ai-ml reads it: an objective, limits, a search space whose every distribution the SDK
+    knows, and a trial that is a valid command (`Command._validate` on the trial's fields)."""
+    from azure.ai.ml import command as command_job
+
+    found = []
+    if (
+        job.objective is None
+        or not job.objective.primary_metric
+        or job.objective.goal.lower()
+        not in (
+            "minimize",
+            "maximize",
+        )
+    ):
+        found.append(f"{what}: objective needs a primary metric and a goal")
+    if job.limits is None or not job.limits.max_total_trials:
+        found.append(f"{what}: limits.max_total_trials is required")
+    if not job.search_space:
+        found.append(f"{what}: search_space is empty")
+    trial = job.trial
+    command = command_job(
+        command=trial.command,
+        code=trial.code,
+        environment=trial.environment,
+        environment_variables=trial.environment_variables,
+        distribution=trial.distribution,
+        resources=trial.resources,
+        compute=job.compute,
+    )
+    result = command._validate()
+    if not result.passed:
+        found.append(f"{what}: trial: {result.error_messages}")
     return found
 
 

@@ -46,8 +46,8 @@ if TYPE_CHECKING:
 
     from crosstrain.records import JobHandle
 
-_COLLECTION = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+)/customJobs$")
-_JOB = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+/customJobs/\d+)(:cancel)?$")
+_COLLECTION = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+)/(customJobs|hyperparameterTuningJobs)$")
+_JOB = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+/(?:customJobs|hyperparameterTuningJobs)/\d+)(:cancel)?$")
 _FILTER = re.compile(r'^labels\.([a-z0-9_-]+)(?:="([^"]*)"|(:\*))$')
 _ENTRIES = "/v2/entries:list"
 _CLAUSE = re.compile(r'^(?:(resource\.type|resource\.labels\.(?:job_id|task_name))=|(timestamp)>=)"([^"]*)"$')
@@ -138,9 +138,9 @@ class VertexJobService(LoopbackService):
             page = self.list_entries(call.body or {})
             return Reply(200, page) if page is not None else self.error(400, f"unsupported filter {call.body}")
         if operation == "create" and collection:
-            return Reply(200, self.create(collection.group(1), call.body))
+            return Reply(200, self.create(collection.group(1), call.body, collection.group(2)))
         if operation == "find" and collection:
-            page = self.find(collection.group(1), call.query)
+            page = self.find(collection.group(1), call.query, collection.group(2))
             return Reply(200, page) if page is not None else self.error(400, f"unsupported filter {call.query}")
         if job and job.group(1) in self.jobs:
             name = job.group(1)
@@ -151,19 +151,19 @@ class VertexJobService(LoopbackService):
         return self.error(404, f"no {call.method} {call.path}")
 
     # -- the job service -----------------------------------------------------------------------------------
-    def create(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create(self, parent: str, body: dict[str, Any], kind: str = "customJobs") -> dict[str, Any]:
         created_us = max(time.time_ns() // 1000, self._last_created_us + 1)
         self._last_created_us = created_us
         stamp = datetime.fromtimestamp(created_us // 1_000_000, timezone.utc).replace(
             microsecond=created_us % 1_000_000
         )
-        name = f"{parent}/customJobs/{next(self._ids)}"
+        name = f"{parent}/{kind}/{next(self._ids)}"
         job = {**body, "name": name, "state": self.plan[0], "createTime": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
         self.jobs[name] = job
         self.polls[name] = 0
         return job
 
-    def find(self, parent: str, query: Mapping[str, str]) -> dict[str, Any] | None:
+    def find(self, parent: str, query: Mapping[str, str], kind: str = "customJobs") -> dict[str, Any] | None:
         """A page of the jobs in `parent` that match the filter; None for a filter the fake cannot read."""
         wanted = _FILTER.match(query.get("filter", ""))
         if query.get("filter") and wanted is None:
@@ -175,11 +175,13 @@ class VertexJobService(LoopbackService):
             return wanted.group(1) in labels if wanted.group(3) else labels.get(wanted.group(1)) == wanted.group(2)
 
         jobs = [
-            job for name, job in self.jobs.items() if name.startswith(parent + "/") and matches(job.get("labels", {}))
+            job
+            for name, job in self.jobs.items()
+            if name.startswith(f"{parent}/{kind}/") and matches(job.get("labels", {}))
         ]
         start = int(query.get("pageToken") or 0)
         size = min(int(query.get("pageSize") or self.page_size), self.page_size)
-        page: dict[str, Any] = {"customJobs": jobs[start : start + size]} if jobs[start : start + size] else {}
+        page: dict[str, Any] = {kind: jobs[start : start + size]} if jobs[start : start + size] else {}
         if start + size < len(jobs):
             page["nextPageToken"] = str(start + size)
         return page

@@ -170,7 +170,7 @@ def azureml_original(case: Case) -> dict[str, Any]:
         node: Any = _azureml_command(case.original) if case.original.name == SDK_CALL else load_job(case.original)
         _azureml_uploaded(node)
         job = node._to_job() if hasattr(node, "_to_job") else node
-        environment = job.environment
+        environment = job.trial.environment if hasattr(job, "trial") else job.environment  # a sweep's: its trial's
         props: dict[str, Any] = job._to_rest_object().as_dict()["properties"]
         registered = environment._to_rest_object().as_dict() if isinstance(environment, Environment) else None
     finally:
@@ -280,8 +280,12 @@ def azureml_normalize(props: dict[str, Any], crosstrain: bool) -> dict[str, Any]
       and the container's URL before it is what submit learns from the blob store;
     - crosstrain's fingerprint property is its identity; `resources.instanceCount: 1` is Azure's default;
       a PyTorch distribution of one process on one instance is no distribution (the command runs once; Azure
-      only adds RANK=0, WORLD_SIZE=1 and MASTER_ADDR for a world of one); empty maps are not sent (prune)."""
+      only adds RANK=0, WORLD_SIZE=1 and MASTER_ADDR for a world of one); empty maps are not sent (prune);
+    - a sweep job's trial (its command, code, environment, distribution and resources) is compared as the command
+      job's fields are, beside the sweep's own (search space, sampling, objective, limits, early termination)."""
     p = copy.deepcopy(props)
+    if p.get("jobType") == "Sweep":  # its trial is the command job: compared as one, beside the sweep's own fields
+        p.update(p.pop("trial", {}))
     inputs = p.get("inputs") or {}
     literals = {k: str(v["value"]) for k, v in inputs.items() if v.get("jobInputType") == "literal"}
     command = str(p.get("command") or "")
@@ -368,6 +372,51 @@ def vertex_gcloud(case: Case) -> tuple[dict[str, Any], str]:
     if "labels" in found:
         body["labels"] = dict(item.split("=", 1) for item in found["labels"][0].split(","))
     return _vertex_proto(body), found["region"][0]
+
+
+#: `gcloud ai hp-tuning-jobs create --algorithm` values -> StudySpec.Algorithm, from gcloud's reference
+#: (cloud.google.com/sdk/gcloud/reference/ai/hp-tuning-jobs/create).
+GCLOUD_ALGORITHMS = {
+    "algorithm-unspecified": "ALGORITHM_UNSPECIFIED",
+    "grid-search": "GRID_SEARCH",
+    "random-search": "RANDOM_SEARCH",
+}
+
+
+def vertex_tuning_gcloud(case: Case) -> tuple[dict[str, Any], str]:
+    """The HyperparameterTuningJob body `gcloud ai hp-tuning-jobs create` sends: its `--config` (a
+    HyperparameterTuningJobSpec: studySpec, trialJobSpec...) with the flags over it, read into Vertex AI's own
+    message and back."""
+    from google.cloud.aiplatform_v1.types import HyperparameterTuningJob
+
+    words = command_line(case.original, case.variables)
+    verb = next(i for i in range(len(words)) if words[i : i + 2] == ["hp-tuning-jobs", "create"])
+    found, _ = flags(words, verb + 2)
+    body: dict[str, Any] = yaml.safe_load((case.folder / found["config"][0]).read_text())
+    body["displayName"] = found["display-name"][0]
+    if "algorithm" in found:
+        body["studySpec"]["algorithm"] = GCLOUD_ALGORITHMS[found["algorithm"][0]]
+    for flag, field in (
+        ("max-trial-count", "maxTrialCount"),
+        ("parallel-trial-count", "parallelTrialCount"),
+        ("max-failed-trial-count", "maxFailedTrialCount"),
+    ):
+        if flag in found:
+            body[field] = int(found[flag][0])
+    if "labels" in found:
+        body["labels"] = dict(item.split("=", 1) for item in found["labels"][0].split(","))
+    unmapped = (
+        set(found)
+        - {"config", "display-name", "algorithm", "region", "labels"}
+        - {
+            "max-trial-count",
+            "parallel-trial-count",
+            "max-failed-trial-count",
+        }
+    )
+    if unmapped:
+        raise ValueError(f"gcloud flags {sorted(unmapped)} are not mapped")
+    return _vertex_proto(body, HyperparameterTuningJob), found["region"][0]
 
 
 def vertex_sdk(case: Case) -> tuple[dict[str, Any], str]:
@@ -465,25 +514,35 @@ def _json_format() -> Any:
     return importlib.import_module("google.protobuf.json_format")  # protobuf ships no types
 
 
-def _vertex_proto(body: dict[str, Any]) -> dict[str, Any]:
-    """The body read into Vertex AI's own CustomJob message and back (an unknown field or a bad value fails)."""
+def _vertex_proto(body: dict[str, Any], kind: Any = None) -> dict[str, Any]:
+    """The body read into Vertex AI's own CustomJob message (or `kind`) and back (an unknown field or a bad value
+    fails)."""
     from google.cloud.aiplatform_v1.types import CustomJob
 
     json_format = _json_format()
-    message = CustomJob.pb(CustomJob())
+    kind = kind or CustomJob
+    message = kind.pb(kind())
     json_format.ParseDict(body, message)
     return dict(json_format.MessageToDict(message))
 
 
 def vertex_original(case: Case) -> dict[str, Any]:
-    body, region = vertex_sdk(case) if case.original.name == SDK_CALL else vertex_gcloud(case)
+    if case.original.name == SDK_CALL:
+        body, region = vertex_sdk(case)
+    elif "hp-tuning-jobs" in case.original.read_text():
+        body, region = vertex_tuning_gcloud(case)
+    else:
+        body, region = vertex_gcloud(case)
     return {"region": region, **body}
 
 
 def vertex_crosstrain(request: Request) -> dict[str, Any]:
+    from google.cloud.aiplatform_v1.types import CustomJob, HyperparameterTuningJob
+
     region = re.search(r"//([a-z0-9-]+)-aiplatform\.googleapis\.com", request.create.url)
     assert region is not None
-    return {"region": region.group(1), **_vertex_proto(request.create.body)}
+    kind = HyperparameterTuningJob if "studySpec" in request.create.body else CustomJob
+    return {"region": region.group(1), **_vertex_proto(request.create.body, kind)}
 
 
 def _vertex_pool(pool: dict[str, Any], crosstrain: bool) -> dict[str, Any]:
@@ -527,9 +586,10 @@ def vertex_normalize(body: dict[str, Any], crosstrain: bool) -> dict[str, Any]:
       (aiplatform_v1's Scheduling.max_wait_duration: "The default is 24 hours"; one day on
       cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws), so it is compared as `86400s`;
     - crosstrain's identity labels (crosstrain-id, crosstrain-fp) are left out;
+    - a tuning job's trial spec is compared as a CustomJob's spec is, beside its study and trial counts;
     - empty maps are not sent (prune)."""
     b = copy.deepcopy(body)
-    spec = b.get("jobSpec") or {}
+    spec = b.get("trialJobSpec") or b.get("jobSpec") or {}  # a tuning job's trials run its trialJobSpec
     spec["workerPoolSpecs"] = [_vertex_pool(p, crosstrain) for p in spec.get("workerPoolSpecs", [])]
     scheduling = spec.get("scheduling") or {}
     if scheduling.get("strategy") == "FLEX_START":

@@ -28,7 +28,7 @@ from crosstrain.errors import SubmitError, TransientError
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
-    from google.cloud.aiplatform_v1 import CustomJob, JobServiceClient
+    from google.cloud.aiplatform_v1 import CustomJob, HyperparameterTuningJob, JobServiceClient
 
 EXTRA = "vertex"
 #: How to give this machine Application Default Credentials.
@@ -91,6 +91,17 @@ def custom_job(body: Mapping[str, Any]) -> CustomJob:
         job: CustomJob = v1.CustomJob.from_json(json.dumps(body))
     except json_format.ParseError as error:
         raise SubmitError(f"the request's body is not a Vertex AI CustomJob: {error}") from None
+    return job
+
+
+def tuning_job(body: Mapping[str, Any]) -> HyperparameterTuningJob:
+    """A rendered (possibly edited) body as a `HyperparameterTuningJob` (a sweep); as `custom_job`."""
+    v1 = aiplatform_v1()
+    json_format = require("google.protobuf.json_format", EXTRA)
+    try:
+        job: HyperparameterTuningJob = v1.HyperparameterTuningJob.from_json(json.dumps(body))
+    except json_format.ParseError as error:
+        raise SubmitError(f"the request's body is not a Vertex AI HyperparameterTuningJob: {error}") from None
     return job
 
 

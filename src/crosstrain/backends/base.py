@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from crosstrain.data import Placement
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
+    from crosstrain.sweep import SweepSupport
     from crosstrain.userconfig import Layer, UserConfig
 
 #: Why a `targets.<target>.patch` may not change the fields that carry the identity and the fingerprint.
@@ -80,6 +81,8 @@ class Capabilities:
     code: bool = False
     requirements: bool = False
     environments: bool = False
+    #: The platform's hyperparameter tuning (`crosstrain.sweep`); None: a job with `sweep:` is refused.
+    sweeps: SweepSupport | None = None
 
 
 #: What a framework needs that a platform may not have, said when a target refuses it.
@@ -160,11 +163,11 @@ def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> li
             problems.append(
                 Problem(attr, f"{target} {what}", f"remove `{attr}` and use an image that holds what the job needs")
             )
-    from crosstrain import named_files, secrets
+    from crosstrain import named_files, secrets, sweep
 
     if caps.code:
         problems += named_files.problems(job)
-    problems += secrets.refusals(job, caps.secret_stores, target)
+    problems += secrets.refusals(job, caps.secret_stores, target) + sweep.refusals(job, caps.sweeps, target)
     if job.launch.mode not in caps.launch_modes:
         problems.append(
             Problem(
@@ -462,6 +465,10 @@ class Backend(ABC, Generic[S, P]):
             job = data.placed(
                 spec, lambda direction, name, place: self.node_path(spec, settings, direction, name, place)
             )
+        if spec.sweep is not None:
+            from crosstrain import sweep
+
+            job = sweep.marked(job, self.sweep_reference)
         problems = capability_problems(spec, self.capabilities, self.name)
         try:
             planned: tuple[P] | None = (self.plan(job, settings),)
@@ -493,6 +500,10 @@ class Backend(ABC, Generic[S, P]):
         if self.data_placement is None:
             raise NotImplementedError(f"{self.name} renders no data locations")
         return self.data_placement.node_path(location)
+
+    #: How the platform's service writes a sweep parameter's value into a command (Azure ML's
+    #: `${{search_space.NAME}}`); None: it passes values its own way, and crosstrain's node side places them.
+    sweep_reference: Callable[[str], str] | None = None
 
     def platform_refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
         """Backend-specific refusals on top of the capability checks and the plan's."""

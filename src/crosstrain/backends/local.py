@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from crosstrain import catalog, data, locations, packaging
+from crosstrain.backends import local_sweep
 from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command, read_bounded
 from crosstrain.backends.binding import shown
 from crosstrain.backends.emulation import LOOPBACK, PATH, PORT, RUN_DIR, STAGE_DIR, Emulation, Node, ranks
@@ -181,6 +182,7 @@ class LocalBackend(Backend[LocalSettings, None]):
         frameworks=frozenset({"pytorch", "mpi", "deepspeed"}),
         # A secret's value comes from the caller's environment (the processes inherit it), never from a store.
         secret_stores=frozenset(SECRET_STORES),
+        sweeps=local_sweep.SUPPORT,
     )
 
     def platform_refusals(self, job: TrainingJob, settings: LocalSettings) -> list[Problem]:
@@ -270,6 +272,8 @@ class LocalBackend(Backend[LocalSettings, None]):
         return os.path.abspath(job.base_dir / (stand_in if stand_in is not None else str(location.path)))
 
     def _render(self, job: TrainingJob, settings: LocalSettings, plan: None, ids: Ids) -> Request:
+        if job.sweep is not None:  # one local run per trial
+            return local_sweep.render(self, job, settings, ids)
         identity = ids.identity
         places = {
             f"{direction}.{name}": self.node_path(job, settings, direction, name, location)
@@ -452,6 +456,12 @@ class LocalBackend(Backend[LocalSettings, None]):
         from crosstrain.backends._supervisor import Process, supervise
 
         body = request.create.body
+        if "sweep" in body:
+            handle = local_sweep.send(self, request)
+            kept = local_sweep.handle_file(request)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            _keep(handle, kept)
+            return handle
         if importlib.util.find_spec("torch") is None:
             raise MissingDependency("running a job here needs PyTorch: pip install 'crosstrain[runtime]'")
         emulation = _emulation(EMULATED.get(body["emulate"], ""))
@@ -518,7 +528,8 @@ class LocalBackend(Backend[LocalSettings, None]):
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
         found = []
-        for path in self._runs_dir(overrides).glob("*/handle.json"):
+        runs = self._runs_dir(overrides)
+        for path in [*runs.glob("*/handle.json"), *runs.glob("sweeps/*/handle.json")]:  # runs, and sweeps
             try:
                 found.append((path.stat().st_mtime, path.parent, JobHandle.loads(path.read_text())))
             except (OSError, SpecError):

@@ -203,6 +203,29 @@ class BackendConformance:
             assert refused.value.target == self.target
             assert refused.value.problems
 
+    def test_a_sweep_renders_or_is_refused_at_its_fields(self) -> None:
+        """A job with `sweep:` renders for a target whose `Capabilities.sweeps` declares tuning (or the trials run
+        by crosstrain), deterministically; an algorithm, a policy or a limit its service lacks is refused at
+        `sweep.*` with a fix; a target with no tuning refuses `sweep`."""
+        caps = self.backend().capabilities
+        sweep = {
+            "parameters": {"lr": [0.001, 0.01], "optimizer": ["adam", "sgd"]},
+            "metric": "val_loss",
+            "goal": "minimize",
+            "algorithm": "grid",
+        }
+        for algorithm in ("grid", "random", "bayesian"):
+            job = self.job(sweep={**sweep, "algorithm": algorithm, "max_trials": 4})
+            supported = caps.sweeps is not None and algorithm in caps.sweeps.algorithms
+            if not supported:
+                with pytest.raises(Unsupported) as refused:
+                    self.render(job)
+                paths = [p.path for p in refused.value.problems]
+                assert all(p.fix for p in refused.value.problems), refused.value.problems
+                assert ("sweep" if caps.sweeps is None else "sweep.algorithm") in paths, paths
+                continue
+            assert self.render(job).to_json() == self.render(job).to_json()
+
     def test_secrets_stay_references_or_are_refused_with_the_field(self) -> None:
         """A secret in a store this target resolves renders as its reference (never a value); any other store's
         is refused at the variable's field path, with a fix."""

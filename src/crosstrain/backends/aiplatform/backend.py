@@ -24,6 +24,7 @@ from crosstrain.backends._google import (
     upload_problems,
     uploaded_object,
 )
+from crosstrain.backends.aiplatform import sweep as aiplatform_sweep
 from crosstrain.backends.aiplatform.emulate import EMULATION
 from crosstrain.backends.aiplatform.plan import Plan, _data_notes, _package_args, _plan, _replica_config, scale_tier
 from crosstrain.backends.aiplatform.settings import (
@@ -84,6 +85,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         code=True,
         requirements=True,  # the package's install_requires
         environments=True,
+        sweeps=aiplatform_sweep.SUPPORT,
     )
     conflict_fix = "submit with --run-id new (or another run_id): AI Platform keeps a jobId for good"
     patch_schema = "crosstrain.backends.aiplatform"  # its schema.json
@@ -185,6 +187,10 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
                 "AI Platform sets TF_CONFIG on every replica (runtime versions 1.x keep `master`, which TensorFlow 1's "
                 "Estimator expects)"
             )
+        sweep_notes: list[str] = []
+        if job.sweep is not None:
+            training_input["hyperparameters"] = aiplatform_sweep.hyperparameters(job.sweep)
+            sweep_notes.append(aiplatform_sweep.note(job.sweep))
         body = {
             "jobId": job_id(identity),
             "labels": labels(job, identity, ids.fingerprint),
@@ -207,7 +213,16 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
             job.name,
             (*calls, call),
             settings.model_dump(mode="json"),
-            notes=(SHUTDOWN_NOTE, *plan.notes, *tier_notes, *tf_notes, *code_notes, *secret_notes, *_data_notes(job)),
+            notes=(
+                SHUTDOWN_NOTE,
+                *plan.notes,
+                *tier_notes,
+                *tf_notes,
+                *code_notes,
+                *secret_notes,
+                *_data_notes(job),
+                *sweep_notes,
+            ),
             code=bundle.ref if bundle else None,
         )
 
@@ -347,7 +362,8 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         self.check_handle(handle)
         job = self._get(handle.ref["url"])
         native = str(job.get("state", "STATE_UNSPECIFIED"))
-        return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, str(job.get("errorMessage", "")))
+        said = "; ".join(m for m in (aiplatform_sweep.trials_said(job), str(job.get("errorMessage", ""))) if m)
+        return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, said)
 
     def cancel(self, handle: JobHandle) -> None:
         self.check_handle(handle)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crosstrain import catalog, data, packaging, secrets
+from crosstrain import catalog, data, packaging, secrets, sweep
 from crosstrain.backends._google import (
     code_refusals,
     label_problems,
@@ -163,7 +163,7 @@ def _plan(job: TrainingJob, settings: AIPlatformSettings) -> tuple[Plan | None, 
                 "use a gs://bucket/path",
             )
         )
-    problems += secrets.needs_command(job, "AI Platform Training")
+    problems += secrets.needs_command(job, "AI Platform Training") + sweep.needs_bootstrap(job, "AI Platform")
     if problems:
         return None, list(dict.fromkeys(problems))  # pools that inherit the same field report it once
     bundle = packaging.for_job(job)

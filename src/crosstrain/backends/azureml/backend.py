@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from crosstrain import data, folders, packaging, secrets
 from crosstrain.adaptors import azure
+from crosstrain.backends.azureml import sweep as azure_sweep
 from crosstrain.backends.azureml.cli_yaml import _CLI_FIELDS, cli_yaml
 from crosstrain.backends.azureml.emulate import EMULATION
 from crosstrain.backends.azureml.logs import (
@@ -125,7 +126,9 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         code=True,  # a code asset, as `command(code=DIR)` makes it
         requirements=True,  # with code: pip-installed by the bundle's bootstrap when each node starts
         environments=True,  # curated environments (RUNTIMES), or targets.azureml.environment
+        sweeps=azure_sweep.SUPPORT,
     )
+    sweep_reference = staticmethod(azure_sweep.reference)
     patch_schema = "crosstrain.backends.azureml"  # its schema.json
     owned_fields = {
         ("properties", "properties", FINGERPRINT_PROPERTY): FINGERPRINT_WHY,
@@ -321,6 +324,9 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                     f"; submit adds the header {USER_TOKEN_HEADER}: the submitter's token for {AML_RESOURCE} from "
                     "the same Azure credential (never rendered), as azure-ai-ml does for a user identity"
                 )
+        if job.sweep is not None:
+            properties = azure_sweep.sweep_properties(properties, job.sweep)
+            notes.append(azure_sweep.note(job.sweep))
         calls.append(
             HttpCall(
                 "PUT",
@@ -358,8 +364,14 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             return super().format(request, fmt)
         import yaml
 
-        text = yaml.safe_dump(cli_yaml(request), sort_keys=False, allow_unicode=True, width=120)
-        unsaid = sorted(set(request.create.body.get("properties") or {}) - _CLI_FIELDS)  # a patch's
+        props = request.create.body.get("properties") or {}
+        if props.get("jobType") == "Sweep":
+            form = azure_sweep.sweep_yaml(cli_yaml(azure_sweep.as_command(request)), props)
+            props = azure_sweep.as_command(request).create.body["properties"]
+        else:
+            form = cli_yaml(request)
+        text = yaml.safe_dump(form, sort_keys=False, allow_unicode=True, width=120)
+        unsaid = sorted(set(props) - _CLI_FIELDS)  # a patch's
         if unsaid:
             text = (
                 f"# not in this YAML: {', '.join(unsaid)} (targets.azureml.patch); crosstrain submit sends them\n"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crosstrain import catalog, data, folders, packaging, secrets, untrusted, uploads
+from crosstrain.backends.azureml import sweep as azure_sweep
 from crosstrain.backends.azureml.settings import (
     _GUID,
     AML_IGNORE_FILES,
@@ -214,7 +215,7 @@ def _plan(job: TrainingJob, settings: AzureMLSettings) -> tuple[Plan | None, lis
                 "drop one of the two",
             )
         )
-    problems += _unexpressible(job)
+    problems += _unexpressible(job) + azure_sweep.refusals(job)
     if problems or not pool.command:
         return None, problems
     workspace = workspace_path(settings)

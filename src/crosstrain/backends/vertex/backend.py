@@ -29,6 +29,7 @@ from crosstrain.backends._google import (
 )
 from crosstrain.backends.base import FINGERPRINT_WHY, IDENTITY_WHY, NODES_WHY, Backend, Capabilities, Ids
 from crosstrain.backends.binding import Binding, Place
+from crosstrain.backends.vertex import sweep as vertex_sweep
 from crosstrain.backends.vertex.emulate import EMULATION
 from crosstrain.backends.vertex.gcloud import gcloud_command
 from crosstrain.backends.vertex.plan import (
@@ -54,6 +55,15 @@ if TYPE_CHECKING:
 
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
+
+
+#: The GAPIC method suffix of a sweep's HyperparameterTuningJob (a job's is `custom_job`).
+TUNING = "hyperparameter_tuning_job"
+
+
+def _kind(name: str) -> str:
+    """Which kind of job a name or URL path names: `custom_job`, or `hyperparameter_tuning_job` (a sweep)."""
+    return TUNING if "/hyperparameterTuningJobs/" in name else "custom_job"
 
 
 class VertexBackend(Backend[VertexSettings, Plan]):
@@ -82,6 +92,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         code=True,
         requirements=True,  # the package's install_requires, or the bootstrap's --install on your own image
         environments=True,
+        sweeps=vertex_sweep.SUPPORT,
     )
     conflict_fix = (
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
@@ -208,9 +219,14 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         output = settings.base_output_dir or job.output_dir
         if output:
             job_spec["baseOutputDirectory"] = {"outputUriPrefix": output}
-        body = {"displayName": job.name, "labels": labels(job, identity, ids.fingerprint), "jobSpec": job_spec}
+        job_labels = labels(job, identity, ids.fingerprint)
+        body: dict[str, Any] = {"displayName": job.name, "labels": job_labels, "jobSpec": job_spec}
         parent = f"projects/{settings.project}/locations/{settings.region}"
         base = f"https://{settings.region}-aiplatform.googleapis.com/v1/{parent}/customJobs"
+        if job.sweep is not None:
+            body = vertex_sweep.tuning_body(job.sweep, job.name, job_labels, job_spec)
+            base = base.removesuffix("/customJobs") + "/hyperparameterTuningJobs"
+            notes += vertex_sweep.notes(job.sweep, plan.reducer is not None)
         find = HttpCall(
             "GET",
             f"{base}?{urlencode({'filter': _label_filter(identity)})}",
@@ -246,7 +262,9 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         service="a Vertex AI endpoint (<region>-aiplatform.googleapis.com)",
         nowhere_else="Google credentials go nowhere else",
         made_for="Vertex AI",
-        path=re.compile(r"/v1/projects/(?P<project>[^/]+)/locations/[^/]+/customJobs(?:/[^/]+)?"),
+        path=re.compile(
+            r"/v1/projects/(?P<project>[^/]+)/locations/[^/]+/(?:customJobs|hyperparameterTuningJobs)(?:/[^/]+)?"
+        ),
         url_form="a CustomJob name or customJobs URL (projects/<project>/locations/<region>/customJobs)",
         keys=("project",),
         numbered=True,
@@ -273,13 +291,13 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         factory = self.client_factory or gapic.job_service_client
         return self.cached_client(("jobs", endpoint), lambda: factory(endpoint))
 
-    def _jobs(self, client: JobServiceClient, parent: str, identity: str) -> list[CustomJob]:
+    def _jobs(self, client: JobServiceClient, parent: str, identity: str, kind: str = "custom_job") -> list[Any]:
         """Every job in `parent` that carries `identity` in its identity label (cancelled ones too), earliest
-        first: by creation time, then by name."""
+        first: by creation time, then by name. `kind`: custom_job, or hyperparameter_tuning_job (a sweep)."""
         query = {"parent": parent, "filter": _label_filter(identity)}
         timeout = self.retry.call_timeout
         with gapic.calling(f"list jobs labelled {IDENTITY_LABEL}={identity}"):
-            pager = client.list_custom_jobs(request=query, retry=None, timeout=timeout)
+            pager = getattr(client, f"list_{kind}s")(request=query, retry=None, timeout=timeout)
             found = [job for job in pager if job.labels.get(IDENTITY_LABEL) == identity]
         return sorted(found, key=_creation_order)
 
@@ -302,7 +320,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
 
         def cancel() -> None:
             with gapic.calling(f"cancel {name}"):
-                client.cancel_custom_job(name=name, retry=None, timeout=timeout)
+                getattr(client, f"cancel_{_kind(name)}")(name=name, retry=None, timeout=timeout)
 
         try:
             self.retry.poll(cancel)
@@ -313,10 +331,10 @@ class VertexBackend(Backend[VertexSettings, Plan]):
             return None if state is JobState.CANCELLING or state.terminal else error
         return None
 
-    def _get(self, client: JobServiceClient, name: str) -> CustomJob:
-        def get() -> CustomJob:
+    def _get(self, client: JobServiceClient, name: str) -> Any:
+        def get() -> Any:
             with gapic.calling(f"get {name}"):
-                return client.get_custom_job(name=name, retry=None, timeout=self.retry.call_timeout)
+                return getattr(client, f"get_{_kind(name)}")(name=name, retry=None, timeout=self.retry.call_timeout)
 
         return self.retry.poll(get)
 
@@ -332,21 +350,23 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         create = request.create
         url = urlparse(create.url)
         endpoint = url.netloc
-        parent = url.path.removeprefix("/v1/").removesuffix("/customJobs")
-        custom_job = gapic.custom_job(create.body)
+        collection = url.path.rsplit("/", 1)[1]
+        parent = url.path.removeprefix("/v1/").removesuffix(f"/{collection}")
+        kind = _kind(url.path + "/")
+        body = gapic.tuning_job(create.body) if kind == TUNING else gapic.custom_job(create.body)
         client = self._client(endpoint)
         identity = request.identity
 
         def live() -> list[CustomJob]:
-            return [job for job in self._jobs(client, parent, identity) if job.state.name not in _CANCELLED]
+            return [job for job in self._jobs(client, parent, identity, kind) if job.state.name not in _CANCELLED]
 
         def find() -> CustomJob | None:
             return next(iter(live()), None)
 
-        def send_create() -> CustomJob:
+        def send_create() -> Any:
             with gapic.calling(f"create a job in {parent}"):
-                return client.create_custom_job(
-                    parent=parent, custom_job=custom_job, retry=None, timeout=self.retry.call_timeout
+                return getattr(client, f"create_{kind}")(
+                    parent=parent, **{kind: body}, retry=None, timeout=self.retry.call_timeout
                 )
 
         # A live job that carries the identity is an earlier submit: adopt it if it was made from this request.
@@ -363,7 +383,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         # the label and keeps the earliest job, cancelling the others: all of them return the same survivor.
         created = self.retry.create(send_create, dedupes=self.capabilities.dedupes_create, find=find, identity=identity)
         try:
-            listed = self.retry.poll(lambda: self._jobs(client, parent, identity))
+            listed = self.retry.poll(lambda: self._jobs(client, parent, identity, kind))
         except SubmitError as error:
             raise SubmitError(
                 f"{created.name} was created, and listing {IDENTITY_LABEL}={identity} to check for a duplicate from "
@@ -396,6 +416,8 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         job = self._get(self._client(handle.ref["endpoint"]), handle.ref["name"])
         native = job.state.name
         state = STATE_MAP.get(native, JobState.UNKNOWN)
+        if _kind(handle.ref["name"]) == TUNING:  # a sweep: its trials and the best so far
+            return JobStatus(state, native, vertex_sweep.trials_said(job))
         if state is JobState.FAILED:
             return JobStatus(state, native, self._failure(handle, job))
         return JobStatus(state, native, job.error.message)

@@ -29,9 +29,11 @@ def gcloud_command(request: Request) -> str:
     directory, so any of those (or a reduction server, whose pool takes no command) needs the config file.
     """
     body = request.create.body
-    spec = body["jobSpec"]
     parent = urlparse(request.create.url).path.split("/")
     project, region = parent[3], parent[5]
+    if "studySpec" in body:
+        return _tuning_command(request, project, region)
+    spec = body["jobSpec"]
     head = [
         "gcloud ai custom-jobs create",
         f"--project={project}",
@@ -54,6 +56,32 @@ def gcloud_command(request: Request) -> str:
     import yaml
 
     text = yaml.safe_dump(spec, sort_keys=False, default_flow_style=False, width=1000)
+    lines = [f"cat > {shlex.quote(config)} <<'EOF'", text.rstrip("\n"), "EOF"]
+    return first + "\n".join(lines) + "\n" + _shell([*head, f"--config={config}"])
+
+
+def _tuning_command(request: Request, project: str, region: str) -> str:
+    """`gcloud ai hp-tuning-jobs create` with the study and the trial spec in its `--config` file."""
+    import yaml
+
+    body = request.create.body
+    head = [
+        "gcloud ai hp-tuning-jobs create",
+        f"--project={project}",
+        f"--region={region}",
+        f"--display-name={body['displayName']}",
+        f"--max-trial-count={body['maxTrialCount']}",
+        f"--parallel-trial-count={body['parallelTrialCount']}",
+        "--labels=" + ",".join(f"{k}={v}" for k, v in body["labels"].items()),
+    ]
+    config = f"{request.identity}.vertex.yaml"
+    spec = {key: body[key] for key in ("studySpec", "trialJobSpec", "maxFailedTrialCount") if key in body}
+    text = yaml.safe_dump(spec, sort_keys=False, default_flow_style=False, width=1000)
+    uploads = [where for call in request.calls[:-1] if (where := uploaded_object(call))]
+    first = "".join(
+        f"# crosstrain submit uploads the code package first (gcloud does not): gs://{bucket}/{name}\n"
+        for bucket, name in uploads
+    )
     lines = [f"cat > {shlex.quote(config)} <<'EOF'", text.rstrip("\n"), "EOF"]
     return first + "\n".join(lines) + "\n" + _shell([*head, f"--config={config}"])
 

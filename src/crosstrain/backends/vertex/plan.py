@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from crosstrain import catalog, packaging, secrets
+from crosstrain import catalog, packaging, secrets, sweep
 from crosstrain.backends._google import (
     IDENTITY_LABEL,
     PYTHON_MODULE,
@@ -110,7 +110,15 @@ def _plan(job: TrainingJob, settings: VertexSettings) -> tuple[Plan | None, list
         )
     if job.scheduling.max_wait and not job.scheduling.spot:
         problems += _flex_start_problems(job, machines)
-    problems += secrets.needs_command(job, "Vertex AI")
+    problems += secrets.needs_command(job, "Vertex AI") + sweep.needs_bootstrap(job, "Vertex AI")
+    if job.sweep is not None and settings.patch is not None:
+        problems.append(
+            Problem(
+                "targets.vertex.patch",
+                "a patch is checked against Vertex AI's CustomJob, and a sweep's body is a HyperparameterTuningJob",
+                "remove the patch; or render, edit the body, and `crosstrain send` it",
+            )
+        )
     problems = list(dict.fromkeys(problems))  # pools that inherit the same field report it once
     if problems:
         return None, problems
