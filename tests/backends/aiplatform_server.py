@@ -93,6 +93,10 @@ class MLService(LoopbackService):
         if name in self.jobs:
             return self.error(409, f"Field: job.job_id Error: A job with this id already exists: {name}")
         self.jobs[name] = {**body, "state": "QUEUED", "createTime": "2025-01-01T00:00:00Z", "etag": "AAA="}
+        tuning = (body.get("trainingInput") or {}).get("hyperparameters")
+        if tuning:  # a tuning job reports its trials in trainingOutput as they run (none yet)
+            tag = tuning.get("hyperparameterMetricTag", "")
+            self.jobs[name]["trainingOutput"] = {"isHyperparameterTuningJob": True, "hyperparameterMetricTag": tag}
         self.reads[name] = 0
         return Reply(200, self.jobs[name])
 

@@ -366,7 +366,20 @@ def test_aiplatform_submits_a_sweep_in_the_jobs_own_create_and_follows_it() -> N
         handle = backend.send(request)
         (create,) = [c for c in platform.service.received if c.method == "POST"]
         assert create.body["trainingInput"]["hyperparameters"]["maxTrials"] == 8
-        assert backend.wait(handle, poll_interval=0.01).state.value == "SUCCEEDED"
+        assert backend.status(handle).message == "0 trials"  # a tuning job that has started none yet
+        stored = next(iter(platform.service.jobs.values()))
+        stored["trainingOutput"]["trials"] = [
+            {
+                "trialId": "1",
+                "state": "SUCCEEDED",
+                "hyperparameters": {"lr": "0.1"},
+                "finalMetric": {"objectiveValue": 0.5},
+            },
+            {"trialId": "2", "state": "RUNNING", "hyperparameters": {"lr": "0.01"}},
+        ]
+        said = backend.wait(handle, poll_interval=0.01)
+        assert said.state.value == "SUCCEEDED"
+        assert said.message.startswith("2 trials (1 running, 1 succeeded); best: trial 1 (lr=0.1), ")
         assert backend.send(request).adopted  # exactly once: a re-submit adopts it
         assert platform.live_jobs(request.identity) == [handle.job_id]
 
@@ -381,7 +394,14 @@ def test_azureml_submits_a_sweep_job_and_follows_it() -> None:
         handle = backend.send(request)
         puts = [c for c in platform.service.received if c.method == "PUT" and "/jobs/" in c.path]
         assert puts[-1].body["properties"]["jobType"] == "Sweep"
-        assert backend.wait(handle, poll_interval=0.01).state.value == "SUCCEEDED"
+        assert "best trial" not in backend.status(handle).message  # none chosen yet
+        path = platform.service.job(handle.job_id)
+        with platform.service.lock:  # the service records the best trial on the sweep job's properties
+            props = platform.service.resources[path]["properties"]
+            props["properties"] = {**(props.get("properties") or {}), "best_child_run_id": f"{handle.job_id}_3"}
+        said = backend.wait(handle, poll_interval=0.01)
+        assert said.state.value == "SUCCEEDED"
+        assert said.message.startswith(f"best trial so far: {handle.job_id}_3; its trials: az ml job list")
         assert backend.send(request).adopted
         assert platform.live_jobs(request.identity) == [handle.job_id]
 

@@ -669,19 +669,27 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
 
     def status(self, handle: JobHandle) -> JobStatus:
         self.check_handle(handle)
-        native, state = self._state(handle)
+        native, state, job = self._read_state(handle)
         message = ""
         if state is JobState.FAILED:
             message = self._failure(handle)
         elif state is JobState.UNKNOWN:
             message = f"see {handle.console_url}"
+        if getattr(job, "type", "") == "sweep":  # the best trial the service has chosen so far, where it has
+            best = (getattr(job, "properties", None) or {}).get("best_child_run_id")
+            trials = f"its trials: az ml job list --parent-job-name {handle.job_id}, or the studio"
+            message = "; ".join(filter(None, [message, f"best trial so far: {best}" if best else "", trials]))
         return JobStatus(state, native, message)
 
     def _state(self, handle: JobHandle) -> tuple[str, JobState]:
+        native, state, _ = self._read_state(handle)
+        return native, state
+
+    def _read_state(self, handle: JobHandle) -> tuple[str, JobState, Any]:
         ml = self._client(handle.ref)
         job = self.retry.poll(lambda: azure.call(lambda: ml.jobs.get(handle.job_id), f"read job {handle.job_id}"))
         native = str(getattr(job.status, "value", job.status) or "Unknown")
-        return native, STATE_MAP.get(native, JobState.UNKNOWN)
+        return native, STATE_MAP.get(native, JobState.UNKNOWN), job
 
     def _failure(self, handle: JobHandle) -> str:
         """What a failed job's logs say: the first rank (in rank order) whose log ends in an error, its last lines,
