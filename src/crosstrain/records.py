@@ -18,6 +18,7 @@ from crosstrain.safe import redact
 if TYPE_CHECKING:
     from crosstrain.backends.base import Backend
     from crosstrain.packaging import CodeRef
+    from crosstrain.pricing import Cost
 
 
 # Headers that carry credentials never appear in a rendered request (Azure ML's x-azureml-token: the submitter's
@@ -79,6 +80,9 @@ class Request:
     inputs: Mapping[str, CodeRef] = field(default_factory=dict)
     #: Where a function job's rank 0 leaves what the function returned (`JobHandle.result` reads it there).
     result_at: str = ""
+    #: What the job costs per hour and at most, as the render priced it; not sent, not in `to_dict` (a request
+    #: file is what is sent): `render --json` shows it beside the request (`with_cost`).
+    cost: Cost | None = field(default=None, compare=False)
 
     @property
     def create(self) -> HttpCall:
@@ -101,6 +105,11 @@ class Request:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+    def with_cost(self) -> dict[str, Any]:
+        """The request as `render --json` prints it: `to_dict`, and its cost (None where the target prices
+        nothing)."""
+        return {**self.to_dict(), "cost": self.cost.to_dict() if self.cost is not None else None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Request:

@@ -36,6 +36,7 @@ from crosstrain.errors import (
     Unsupported,
     WaitTimeout,
 )
+from crosstrain.pricing import Cost, Price, cost_problems
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.settings import OVERRIDE, TargetSettings, configured_settings, env_vars, resolve_settings, sourced
 
@@ -222,6 +223,7 @@ class Checked(Generic[P]):
     problems: list[Problem]
     planned: tuple[P] | None
     result_at: str
+    cost: Cost | None = None
 
 
 class Backend(ABC, Generic[S, P]):
@@ -249,6 +251,8 @@ class Backend(ABC, Generic[S, P]):
     #: How `crosstrain run --local --emulate NAME` runs this platform's nodes here (its registry entry lists the
     #: names); None: not emulated.
     emulation: ClassVar[Emulation | None] = None
+    #: The package whose `prices.json` prices this target's jobs (`crosstrain prices`); None: it prices nothing.
+    price_package: ClassVar[str | None] = None
     #: The fields of the create call's body that crosstrain owns (path -> why), which a patch may not change.
     #: "*" in a path stands for every element of the rendered list.
     owned_fields: ClassVar[Mapping[tuple[str | int, ...], str]] = {}
@@ -468,7 +472,23 @@ class Backend(ABC, Generic[S, P]):
         except Unsupported as refused:
             planned, problems = None, problems + list(refused.problems)
         problems += self.platform_refusals(spec, settings) + data_problems
-        return Checked(job, problems, planned, result_at)
+        cost = self.cost(job, settings, planned[0]) if planned is not None else None
+        if cost is not None and spec.scheduling.max_cost is not None:
+            problems += cost_problems(cost, spec.scheduling.max_cost)
+        return Checked(job, problems, planned, result_at, cost)
+
+    @classmethod
+    def refresh_prices(cls, items: Iterable[str], api_url: str | None = None) -> tuple[list[Price], list[str]] | None:
+        """The prices of `items` reread from the platform's public price API (at `api_url`, a mirror or a test's
+        server, where given), and a line for each it could not read; None where the platform has no such API
+        that needs no key."""
+        return None
+
+    def cost(self, job: TrainingJob, settings: S, plan: P) -> Cost | None:
+        """What the planned job costs per hour and at most (for `scheduling.timeout`), from the price table this
+        platform ships (`crosstrain.pricing`); None where the target bills nothing crosstrain can price (a local
+        run). Pure: the table is package data."""
+        return None
 
     def plan(self, job: TrainingJob, settings: S) -> P:
         """What `job` means on this platform, everything `_render` needs (resolved machines, images, staged code,
@@ -532,7 +552,9 @@ class Backend(ABC, Generic[S, P]):
             if job.function_payload is not None and not result_at:
                 lost = self.lost_result()
                 notes += (f"{lost.message}: {lost.fix}",)
-            request = dataclasses.replace(request, fingerprint=fingerprint, result_at=result_at, notes=notes)
+            request = dataclasses.replace(
+                request, fingerprint=fingerprint, result_at=result_at, notes=notes, cost=checked.cost
+            )
         self._rendered.add(_digest(request))  # made from the job's own settings: sent as it is
         return request
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
-from crosstrain import secrets
+from crosstrain import pricing, secrets
 from crosstrain.adaptors import google_rest
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
@@ -24,6 +24,7 @@ from crosstrain.backends._google import (
     upload_problems,
     uploaded_object,
 )
+from crosstrain.backends.aiplatform import prices
 from crosstrain.backends.aiplatform.emulate import EMULATION
 from crosstrain.backends.aiplatform.plan import Plan, _data_notes, _package_args, _plan, _replica_config, scale_tier
 from crosstrain.backends.aiplatform.settings import (
@@ -87,6 +88,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
     )
     conflict_fix = "submit with --run-id new (or another run_id): AI Platform keeps a jobId for good"
     patch_schema = "crosstrain.backends.aiplatform"  # its schema.json
+    price_package = prices.PACKAGE
     owned_fields = {
         ("jobId",): IDENTITY_WHY,
         ("labels", IDENTITY_LABEL): IDENTITY_WHY,
@@ -124,6 +126,9 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    def cost(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan) -> pricing.Cost:
+        return prices.cost(job, settings, plan)
 
     def _render(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity

@@ -6,12 +6,13 @@ import functools
 import json
 import re
 import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from crosstrain import data, folders, packaging, secrets
+from crosstrain import data, folders, packaging, pricing, secrets
 from crosstrain.adaptors import azure
+from crosstrain.backends.azureml import prices
 from crosstrain.backends.azureml.cli_yaml import _CLI_FIELDS, cli_yaml
 from crosstrain.backends.azureml.emulate import EMULATION
 from crosstrain.backends.azureml.logs import (
@@ -127,6 +128,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         environments=True,  # curated environments (RUNTIMES), or targets.azureml.environment
     )
     patch_schema = "crosstrain.backends.azureml"  # its schema.json
+    price_package = prices.PACKAGE
     owned_fields = {
         ("properties", "properties", FINGERPRINT_PROPERTY): FINGERPRINT_WHY,
         ("properties", "resources", "instanceCount"): NODES_WHY,
@@ -162,6 +164,15 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    @classmethod
+    def refresh_prices(
+        cls, items: Iterable[str], api_url: str | None = None
+    ) -> tuple[list[pricing.Price], list[str]] | None:
+        return prices.refresh(items, base_url=api_url or prices.RETAIL_PRICES)
+
+    def cost(self, job: TrainingJob, settings: AzureMLSettings, plan: Plan) -> pricing.Cost:
+        return prices.cost(job, settings, plan)
 
     def platform_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
         problems = []

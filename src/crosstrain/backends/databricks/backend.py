@@ -12,7 +12,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from crosstrain import catalog, packaging, secrets, uploads
+from crosstrain import catalog, packaging, pricing, secrets, uploads
 from crosstrain.backends._databricks import WorkspaceBackend
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
@@ -22,7 +22,7 @@ from crosstrain.backends.base import (
     Capabilities,
     Ids,
 )
-from crosstrain.backends.databricks import wire
+from crosstrain.backends.databricks import prices, wire
 from crosstrain.backends.databricks.emulate import EMULATION
 from crosstrain.backends.databricks.logs import (
     DRIVER_PREFIX,
@@ -118,6 +118,7 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
     patch_schema = "crosstrain.backends.databricks"  # its schema.json
+    price_package = prices.PACKAGE
     owned_fields = {
         ("idempotency_token",): IDENTITY_WHY,
         ("tasks", 0, "new_cluster", "custom_tags", "crosstrain_job"): IDENTITY_WHY,
@@ -140,6 +141,9 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         if plan.call is None or plan.bundle is None or plan.problems:
             raise Unsupported(self.name, plan.problems)
         return Planned(plan, plan.call, plan.bundle)
+
+    def cost(self, job: TrainingJob, settings: DatabricksSettings, plan: Planned) -> pricing.Cost:
+        return prices.cost(job, settings, plan)
 
     def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
         problems = []

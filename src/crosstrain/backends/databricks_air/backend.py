@@ -12,7 +12,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from crosstrain import packaging
+from crosstrain import packaging, pricing
 from crosstrain.backends._databricks import WorkspaceBackend, _check_call, runtime_bundle, state_of
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
@@ -24,6 +24,7 @@ from crosstrain.backends.base import (
     bundle_command,
     launcher_command,
 )
+from crosstrain.backends.databricks_air import prices
 from crosstrain.backends.databricks_air.emulate import EMULATION
 from crosstrain.backends.databricks_air.logs import NodeLogs
 from crosstrain.backends.databricks_air.plan import Plan, _plan
@@ -107,6 +108,7 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
     patch_schema = "crosstrain.backends.databricks_air"
+    price_package = prices.PACKAGE
     owned_fields = {
         ("idempotency_token",): IDENTITY_WHY,
         ("tasks", 0, "ai_runtime_task", "mlflow_run"): IDENTITY_WHY,
@@ -124,6 +126,9 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    def cost(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan) -> pricing.Cost:
+        return prices.cost(job, settings, plan)
 
     def platform_refusals(self, job: TrainingJob, settings: DatabricksAIRSettings) -> list[Problem]:
         pool = job.pools()[0]

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlparse
 
-from crosstrain import secrets
+from crosstrain import pricing, secrets
 from crosstrain.adaptors import gapic
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
@@ -29,6 +29,7 @@ from crosstrain.backends._google import (
 )
 from crosstrain.backends.base import FINGERPRINT_WHY, IDENTITY_WHY, NODES_WHY, Backend, Capabilities, Ids
 from crosstrain.backends.binding import Binding, Place
+from crosstrain.backends.vertex import prices
 from crosstrain.backends.vertex.emulate import EMULATION
 from crosstrain.backends.vertex.gcloud import gcloud_command
 from crosstrain.backends.vertex.plan import (
@@ -87,6 +88,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
     )
     patch_schema = "crosstrain.backends.vertex"  # its schema.json
+    price_package = prices.PACKAGE
     owned_fields = {
         ("labels", IDENTITY_LABEL): IDENTITY_WHY,
         ("labels", FINGERPRINT_LABEL): FINGERPRINT_WHY,
@@ -136,6 +138,9 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    def cost(self, job: TrainingJob, settings: VertexSettings, plan: Plan) -> pricing.Cost:
+        return prices.cost(job, settings, plan)
 
     def _render(self, job: TrainingJob, settings: VertexSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity
