@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 EPILOG = """exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage, 3 submission failed,
 4 job failed while waiting, 5 still running when --timeout expired, 6 an SDK this needs is not installed,
-130 interrupted (143/129: SIGTERM/SIGHUP)"""
+7 a preflight check failed (check, submit --check), 130 interrupted (143/129: SIGTERM/SIGHUP)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -196,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dry-run", action="store_true", help="print the request submit would send (as `render --json`); send nothing"
     )
+    p.add_argument(
+        "--check", action="store_true", help="run `crosstrain check` first; send nothing if it fails (exit 7)"
+    )
     p = verb("status", "print a submitted job's state")
     _handle_arg(p)
     p = verb("wait", "wait until a job ends; exit 4 unless it succeeded")
@@ -225,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("catalog", "list the GPUs and machine types each target offers")
     p.add_argument("-t", "--target", help="only this target's offers")
     cli_verbs.add_prices_parser(verb("prices", "the list prices crosstrain prices jobs with: source and date"))
+    cli_verbs.add_check_parser(
+        verb("check", "read-only preflight: can each target start the job now, and why not"), _spec_args
+    )
     return parser
 
 
@@ -402,6 +408,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return _dry_run(args, loaded)
 
     if isinstance(loaded, Request):
+        if args.check:
+            raise SpecError([Problem("--check", "checks a job file, not a rendered request", "submit the job file")])
         target = _target(args)
         if args.run_id or (target and target != loaded.target):
             raise SpecError(
@@ -419,6 +427,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
         target = api.choose_target(job, _target(args))
         overrides = api.settings_for(target, _settings(args))
         settings = {**api.target_settings(target, args.job, overrides), "config_profile": args.profile}
+        report = (
+            api.check(job, [target], settings=overrides, config_profile=args.profile)[target] if args.check else None
+        )
+        if report is not None and not report.ok:
+            return cli_verbs.show_reports([report], as_json=args.json)
         with _local_output(target):
             handle = api.submit(job, target, **settings)
     if handle.adopted:
@@ -774,6 +787,7 @@ COMMANDS = {
     "config": cmd_config,
     "completion": cmd_completion,
     "prices": cli_verbs.cmd_prices,
+    "check": cli_verbs.cmd_check,
 }
 
 

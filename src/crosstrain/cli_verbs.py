@@ -171,3 +171,35 @@ def _changes(old: list[Any], new: list[Any]) -> dict[str, list[dict[str, Any]]]:
         "new": [{**key(k), "now": v} for k, v in sorted(now.items()) if k not in was],
         "gone": [key(k) for k in sorted(was) if k not in now],
     }
+
+
+def add_check_parser(p: argparse.ArgumentParser, spec_args: Any) -> None:
+    spec_args(p, many_targets=True)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """`crosstrain check JOB [-t TARGET]...`: exit 0 when every check of every target passes, 7 when one fails."""
+    from crosstrain import api, untrusted
+    from crosstrain.loader import job_from_dict
+    from crosstrain.settings import parse_assignments
+
+    text, name = untrusted.read_text(args.job, untrusted.JOB)
+    job = job_from_dict(untrusted.parse_yaml(text, untrusted.JOB, name), source=name).loaded_from(args.job)
+    reports = api.check(job, args.target, settings=parse_assignments(args.settings), config_profile=args.profile)
+    return show_reports(list(reports.values()), as_json=args.json)
+
+
+def show_reports(reports: list[Any], *, as_json: bool, out: Any = None) -> int:
+    """Print the reports (JSON on stdout, or a line per check); the exit code they mean."""
+    ok = all(report.ok for report in reports)
+    if as_json:
+        _print_json({"ok": ok, "targets": {report.target: report.to_dict() for report in reports}})
+    else:
+        show = _show if ok else _say
+        for report in reports:
+            show(f"{report.target}: " + ("can start the job now" if report.ok else "cannot start the job now"))
+            for check in report.checks:
+                show("  " + str(check).replace("\n", "\n  "))
+    if not reports:
+        _say("no target to check: the job file names none (pass -t TARGET)")
+    return ExitCode.OK if ok and reports else ExitCode.CHECK_FAILED

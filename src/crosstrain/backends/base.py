@@ -43,6 +43,7 @@ from crosstrain.settings import OVERRIDE, TargetSettings, configured_settings, e
 if TYPE_CHECKING:
     from crosstrain.backends.emulation import Emulation
     from crosstrain.data import Placement
+    from crosstrain.preflight import Check, Report
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
     from crosstrain.userconfig import Layer, UserConfig
@@ -483,6 +484,20 @@ class Backend(ABC, Generic[S, P]):
         server, where given), and a line for each it could not read; None where the platform has no such API
         that needs no key."""
         return None
+
+    def check(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> Report:
+        """`crosstrain check`: whether `job` can start here now, read-only: the render's own refusals first
+        (then nothing else is read), then what the platform reads (`preflight`)."""
+        from crosstrain import preflight
+
+        return preflight.report(self, job, overrides)
+
+    def preflight(self, job: TrainingJob, settings: S, plan: P) -> list[Check]:
+        """What the platform reads before a submit: credentials and where the job goes, its quota and capacity,
+        the staging place. Read-only: never a create call. Errors are checks, not exceptions."""
+        from crosstrain.preflight import unchecked
+
+        return [unchecked("service", f"crosstrain reads nothing from {self.title} before a submit")]
 
     def cost(self, job: TrainingJob, settings: S, plan: P) -> Cost | None:
         """What the planned job costs per hour and at most (for `scheduling.timeout`), from the price table this

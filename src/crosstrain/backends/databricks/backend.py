@@ -22,7 +22,7 @@ from crosstrain.backends.base import (
     Capabilities,
     Ids,
 )
-from crosstrain.backends.databricks import prices, wire
+from crosstrain.backends.databricks import preflight, prices, wire
 from crosstrain.backends.databricks.emulate import EMULATION
 from crosstrain.backends.databricks.logs import (
     DRIVER_PREFIX,
@@ -56,6 +56,8 @@ from crosstrain.spec import PoolView, TrainingJob
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient
     from databricks.sdk.service.jobs import Run
+
+    from crosstrain.preflight import Check
 
 
 class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
@@ -141,6 +143,9 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         if plan.call is None or plan.bundle is None or plan.problems:
             raise Unsupported(self.name, plan.problems)
         return Planned(plan, plan.call, plan.bundle)
+
+    def preflight(self, job: TrainingJob, settings: DatabricksSettings, plan: Planned) -> list[Check]:
+        return preflight.checks(self._client(settings.host, settings.profile), settings, plan)
 
     def cost(self, job: TrainingJob, settings: DatabricksSettings, plan: Planned) -> pricing.Cost:
         return prices.cost(job, settings, plan)

@@ -24,7 +24,7 @@ from crosstrain.backends.base import (
     bundle_command,
     launcher_command,
 )
-from crosstrain.backends.databricks_air import prices
+from crosstrain.backends.databricks_air import preflight, prices
 from crosstrain.backends.databricks_air.emulate import EMULATION
 from crosstrain.backends.databricks_air.logs import NodeLogs
 from crosstrain.backends.databricks_air.plan import Plan, _plan
@@ -37,6 +37,8 @@ from crosstrain.spec import TrainingJob
 
 if TYPE_CHECKING:
     from databricks.sdk.service.jobs import Run
+
+    from crosstrain.preflight import Check
 
 #: The command script's name, beside which nothing else is written (the service runs it on every node).
 COMMAND_SCRIPT = "command.sh"
@@ -126,6 +128,9 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    def preflight(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan) -> list[Check]:
+        return preflight.checks(self._client(settings.host, settings.profile), settings, plan)
 
     def cost(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan) -> pricing.Cost:
         return prices.cost(job, settings, plan)
