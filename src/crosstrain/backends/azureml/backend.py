@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from crosstrain import data, folders, packaging, pricing, secrets
 from crosstrain.adaptors import azure
-from crosstrain.backends.azureml import prices
+from crosstrain.backends.azureml import preflight, prices
 from crosstrain.backends.azureml.cli_yaml import _CLI_FIELDS, cli_yaml
 from crosstrain.backends.azureml.emulate import EMULATION
 from crosstrain.backends.azureml.logs import (
@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
     from azure.core.pipeline.transport import HttpTransport
 
+    from crosstrain.preflight import Check
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
 
@@ -170,6 +171,9 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         cls, items: Iterable[str], api_url: str | None = None
     ) -> tuple[list[pricing.Price], list[str]] | None:
         return prices.refresh(items, base_url=api_url or prices.RETAIL_PRICES)
+
+    def preflight(self, job: TrainingJob, settings: AzureMLSettings, plan: Plan) -> list[Check]:
+        return preflight.checks(self._client(settings.model_dump()), job, settings, plan)
 
     def cost(self, job: TrainingJob, settings: AzureMLSettings, plan: Plan) -> pricing.Cost:
         return prices.cost(job, settings, plan)
