@@ -95,7 +95,11 @@ class Report:
 #: Words that mark a refusal for quota, and for capacity (stockout), in the platforms' error texts
 #: (Vertex's 429 "exceed quota limits", Azure's OutOfQuota / JobNodeCountExceedsCoreQuota, Databricks'
 #: *_QUOTA_EXCEEDED; "Resources are insufficient in region", AllocationFailed, *_STOCKOUT, ...).
-_QUOTA = re.compile(r"quota|RESOURCE_EXHAUSTED|exceeds? (the )?(allowed|approved)", re.I)
+_QUOTA = re.compile(
+    r"exceed\w* (the )?quota|quota (limit|exceeded|failure)|QuotaExceeded|OutOfQuota|QUOTA_EXCEEDED|CoreQuota"
+    r"|RESOURCE_EXHAUSTED|exceeds? (the )?(allowed|approved)",
+    re.I,
+)
 _CAPACITY = re.compile(
     r"insufficient|enough resources|stockout|AllocationFailed|SkuNotAvailable|capacity|ZONE_RESOURCE_POOL_EXHAUSTED",
     re.I,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlparse
 
 from crosstrain import pricing, secrets
-from crosstrain.adaptors import gapic
+from crosstrain.adaptors import gapic, google_rest
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
     IDENTITY_LABEL,
@@ -29,7 +29,7 @@ from crosstrain.backends._google import (
 )
 from crosstrain.backends.base import FINGERPRINT_WHY, IDENTITY_WHY, NODES_WHY, Backend, Capabilities, Ids
 from crosstrain.backends.binding import Binding, Place
-from crosstrain.backends.vertex import prices
+from crosstrain.backends.vertex import preflight, prices
 from crosstrain.backends.vertex.emulate import EMULATION
 from crosstrain.backends.vertex.gcloud import gcloud_command
 from crosstrain.backends.vertex.plan import (
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import CustomJob, JobServiceClient
     from google.cloud.storage import Client as StorageClient
 
+    from crosstrain.preflight import Check
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
 
@@ -115,6 +116,8 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         log_lookback: float = 60.0,
         log_grace: float = 15.0,
         log_page_size: int = 1000,
+        quota_session: Callable[[], Any] | None = None,
+        quota_url: str = preflight.CLOUD_QUOTAS,
     ) -> None:
         """`client_factory(endpoint)` makes the job service client for a regional endpoint (a host name, as
         the rendered URL has it); by default the GAPIC client on its REST transport with Application Default
@@ -131,6 +134,9 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         self.log_lookback = log_lookback
         self.log_grace = log_grace
         self.log_page_size = log_page_size
+        #: `crosstrain check`'s Cloud Quotas reads: a `requests.Session` that authenticates (google-auth's
+        #: `AuthorizedSession` by default), and where the API is (tests: a loopback server).
+        self.quota_session, self.quota_url = quota_session, quota_url
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def plan(self, job: TrainingJob, settings: VertexSettings) -> Plan:
@@ -138,6 +144,25 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    def preflight(self, job: TrainingJob, settings: VertexSettings, plan: Plan) -> list[Check]:
+        def list_jobs(parent: str) -> Any:
+            client = self._client(f"{settings.region}-aiplatform.googleapis.com")
+            pager = client.list_custom_jobs(request={"parent": parent, "page_size": 1}, timeout=self.retry.call_timeout)
+            return next(iter(pager.pages), None)
+
+        def quota_infos(project: str) -> list[dict[str, Any]]:
+            session = (self.quota_session or google_rest.authorized_session)()
+            url = f"{self.quota_url}/v1/projects/{project}/locations/global/services/{preflight.SERVICE}/quotaInfos"
+            timeout = self.retry.call_timeout
+
+            def page(query: str) -> tuple[int, Any]:
+                answer = google_rest.call(session, "GET", f"{url}?{query}", timeout=timeout, allow=range(400, 600))
+                return answer.status_code, answer.json() if answer.content else {}
+
+            return preflight.read_pages(page, "quotaInfos")
+
+        return preflight.checks(job, settings, plan, list_jobs, quota_infos)
 
     def cost(self, job: TrainingJob, settings: VertexSettings, plan: Plan) -> pricing.Cost:
         return prices.cost(job, settings, plan)
