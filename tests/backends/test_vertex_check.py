@@ -14,6 +14,7 @@ from crosstrain.backends.loopback import Call, LoopbackService, Reply, serving
 from crosstrain.backends.vertex.backend import VertexBackend
 from crosstrain.loader import job_from_dict
 from crosstrain.preflight import Outcome
+from tests.backends.test_google_code import emulator  # noqa: F401  # the fixture
 from tests.backends.vertex_server import VertexPlatform
 
 
@@ -186,3 +187,45 @@ def test_the_platforms_error_texts_are_classified(status: int | None, text: str,
     from crosstrain.preflight import classify
 
     assert classify(status, text) is outcome
+
+
+def test_ai_platform_reads_the_project_and_says_its_quota_is_not_read() -> None:
+    from tests.backends.aiplatform_server import AIPlatformPlatform
+
+    job = job_from_dict({"name": "checked", "image": "python:3.11", "command": "python train.py"})
+    with AIPlatformPlatform() as platform:
+        settings = {"project": "my-project", "region": "us-central1", "endpoint": platform.endpoint}
+        report = platform.backend().check(job, settings)
+        assert report.ok, report.to_dict()
+        assert [c.outcome for c in report.checks[1:]] == [Outcome.OK, Outcome.UNCHECKED]
+        platform.service.denied = True
+        (failed,) = platform.backend().check(job, settings).failed
+        assert failed.outcome is Outcome.PERMISSION
+        assert "roles/ml.developer" in failed.fix
+        assert {c.method for c in platform.service.received} == {"GET"}
+
+
+def test_the_staging_bucket_is_read_not_written(setup: Any, emulator: str, tmp_path: Any, monkeypatch: Any) -> None:
+    from tests.backends.test_google_code import BUCKET, RecordingSession, storage_factory
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    monkeypatch.chdir(tmp_path)
+    backend, platform, _ = setup
+    session = RecordingSession()
+    backend.storage_client = storage_factory(emulator, session)
+    job = job_from_dict(
+        {
+            "name": "checked",
+            "code": ".",
+            "environment": "pytorch",
+            "command": "python train.py",
+            "primary": {"machine": "T4:1"},
+        }
+    )
+    report = backend.check(job, {**platform.settings, "staging_bucket": f"gs://{BUCKET}/code"})
+    assert report.ok, report.to_dict()
+    assert any(c.name == "staging" and f"gs://{BUCKET} exists" in c.message for c in report.checks)
+    (failed,) = backend.check(job, {**platform.settings, "staging_bucket": "gs://no-such-bucket"}).failed
+    assert failed.outcome is Outcome.NOT_FOUND
+    assert "gcloud storage buckets create gs://no-such-bucket" in failed.fix
+    assert {method for method, _ in session.sent} == {"GET"}

@@ -24,7 +24,7 @@ from crosstrain.backends._google import (
     upload_problems,
     uploaded_object,
 )
-from crosstrain.backends.aiplatform import prices
+from crosstrain.backends.aiplatform import preflight, prices
 from crosstrain.backends.aiplatform.emulate import EMULATION
 from crosstrain.backends.aiplatform.plan import Plan, _data_notes, _package_args, _plan, _replica_config, scale_tier
 from crosstrain.backends.aiplatform.settings import (
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     import requests
     from google.cloud.storage import Client as StorageClient
 
+    from crosstrain.preflight import Check
     from crosstrain.spec import TrainingJob
 
 
@@ -126,6 +127,13 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    def preflight(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan) -> list[Check]:
+        def get(url: str) -> tuple[int, Any]:
+            answer = self._call("GET", url, allow=tuple(range(400, 600)))
+            return answer.status_code, answer.json() if answer.content else {}
+
+        return preflight.checks(settings, get)
 
     def cost(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan) -> pricing.Cost:
         return prices.cost(job, settings, plan)

@@ -22,6 +22,7 @@ from crosstrain.backends._google import (
     read_result,
     runs_under_launcher,
     ship_code,
+    staging_check,
     storage_client,
     upload_call,
     upload_problems,
@@ -162,7 +163,16 @@ class VertexBackend(Backend[VertexSettings, Plan]):
 
             return preflight.read_pages(page, "quotaInfos")
 
-        return preflight.checks(job, settings, plan, list_jobs, quota_infos)
+        def staging() -> Check:
+            factory, extra = self.storage_client, self.extra or ""
+            bucket = f"gs://{plan.staged[0]}" if plan.staged else None
+            project = settings.project
+            found: Check = staging_check(
+                bucket, lambda: factory(project) if factory else storage_client(project, extra)
+            )
+            return found
+
+        return preflight.checks(job, settings, plan, list_jobs, quota_infos, staging)
 
     def cost(self, job: TrainingJob, settings: VertexSettings, plan: Plan) -> pricing.Cost:
         return prices.cost(job, settings, plan)

@@ -117,9 +117,11 @@ def checks(
     plan: Plan,
     list_jobs: Callable[[str], Any],
     quota_infos: Callable[[str], list[dict[str, Any]]],
+    staging: Callable[[], Check],
 ) -> list[Check]:
     """`list_jobs(parent)` reads one page of the project's jobs; `quota_infos(project)` the QuotaInfos of
-    aiplatform.googleapis.com (raising an error whose class or text says why it could not)."""
+    aiplatform.googleapis.com (raising an error whose class or text says why it could not); `staging()` reads
+    the staging bucket."""
     parent = f"projects/{settings.project}/locations/{settings.region}"
     try:
         list_jobs(parent)
@@ -130,7 +132,7 @@ def checks(
             Outcome.NOT_FOUND: "set `project` to a project that exists, with the Vertex AI API enabled",
         }
         return [Check("project", outcome, _first(error), fixes.get(outcome, "retry, or check Google Cloud's status"))]
-    found = [Check("project", Outcome.OK, f"Vertex AI in {settings.project} ({settings.region}) answers")]
+    found = [Check("project", Outcome.OK, f"Vertex AI in {settings.project} ({settings.region}) answers"), staging()]
     try:
         infos = quota_infos(settings.project)
     except Exception as error:  # any failure of a read is a check's outcome, not a crash
