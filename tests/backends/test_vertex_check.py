@@ -205,7 +205,7 @@ def test_ai_platform_reads_the_project_and_says_its_quota_is_not_read() -> None:
         assert {c.method for c in platform.service.received} == {"GET"}
 
 
-def test_the_staging_bucket_is_read_not_written(setup: Any, emulator: str, tmp_path: Any, monkeypatch: Any) -> None:
+def test_the_staging_bucket_is_read_not_written(setup: Any, emulator: str, tmp_path: Any, monkeypatch: Any) -> None:  # noqa: F811
     from tests.backends.test_google_code import BUCKET, RecordingSession, storage_factory
 
     (tmp_path / "train.py").write_text("print('hi')\n")
