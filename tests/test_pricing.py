@@ -89,6 +89,24 @@ def test_the_bound_is_the_price_per_hour_for_the_timeout_and_spot_is_priced_as_s
     assert spot.bound_usd < on_demand.bound_usd / 3
 
 
+@pytest.mark.parametrize("target", ["local", "fake"])
+def test_a_target_on_this_machine_bills_nothing(target: str) -> None:
+    job = job_from_dict({"name": "here", "command": "python train.py", "scheduling": {"timeout": "1h", "max_cost": 1}})
+    cost = create_backend(target, environ={}).render(job, {"root": "cloud"} if target == "fake" else {}).cost
+    assert cost is not None
+    assert cost.usd_per_hour == 0.0
+    assert cost.bound_usd == 0.0
+    assert cost.notes()[0].startswith(f"cost on {target}: nothing billed")
+
+
+def test_submit_dry_run_prints_the_request_with_its_cost() -> None:
+    done = run("submit", str(ROOT / "examples" / "azureml-seed-pytorch.yaml"), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["cost"]["bound_usd"] > 0
+    assert printed["calls"]
+
+
 def test_a_price_the_table_lacks_is_said_never_guessed() -> None:
     cost = create_backend("vertex", environ={}).render(job_from_dict(_job(timeout="1h"))).cost
     assert cost is not None

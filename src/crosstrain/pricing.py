@@ -113,6 +113,7 @@ class Cost:
     lines: tuple[Line, ...]
     timeout_s: int | None
     extra: tuple[str, ...] = field(default=())  # what the estimate leaves out (disks, storage, egress)
+    free: str = ""  # why nothing is billed (a run on this machine); then the price is 0
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -120,6 +121,8 @@ class Cost:
 
     @property
     def usd_per_hour(self) -> float | None:
+        if self.free:
+            return 0.0
         if self.missing or not self.lines:
             return None
         return round(sum(line.usd_per_hour or 0.0 for line in self.lines), 6)
@@ -140,6 +143,8 @@ class Cost:
 
     def notes(self) -> tuple[str, ...]:
         """What the render says about the cost, one line each."""
+        if self.free:
+            return (f"cost on {self.target}: nothing billed ({self.free})",)
         priced = [line for line in self.lines if line.price is not None]
         parts = [f"{line.need.label} at {money(line.price.usd_per_hour)}/h" for line in priced if line.price]
         if self.missing:
@@ -173,6 +178,7 @@ class Cost:
             "missing": list(self.missing),
             "lines": [line.to_dict() for line in self.lines],
             "leaves_out": list(self.extra),
+            **({"free": self.free} if self.free else {}),
         }
 
 
@@ -223,6 +229,11 @@ def cost(
     target: str, table: PriceTable, needs: Sequence[Need], timeout_s: int | None, extra: Sequence[str] = ()
 ) -> Cost:
     return Cost(target, tuple(table.line(need) for need in needs), timeout_s, tuple(extra))
+
+
+def free(target: str, why: str, timeout_s: int | None) -> Cost:
+    """The cost of a target that bills nothing (it runs on this machine)."""
+    return Cost(target, (), timeout_s, free=why)
 
 
 def unpriced(target: str, why: str, timeout_s: int | None) -> Cost:

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from crosstrain import catalog, data, locations, packaging
+from crosstrain import catalog, data, locations, packaging, pricing
 from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command, read_bounded
 from crosstrain.backends.binding import shown
 from crosstrain.backends.emulation import LOOPBACK, PATH, PORT, RUN_DIR, STAGE_DIR, Emulation, Node, ranks
@@ -182,6 +182,9 @@ class LocalBackend(Backend[LocalSettings, None]):
         # A secret's value comes from the caller's environment (the processes inherit it), never from a store.
         secret_stores=frozenset(SECRET_STORES),
     )
+
+    def cost(self, job: TrainingJob, settings: LocalSettings, plan: None) -> pricing.Cost:
+        return pricing.free(self.name, "it runs on this machine", job.scheduling.timeout)
 
     def platform_refusals(self, job: TrainingJob, settings: LocalSettings) -> list[Problem]:
         problems: dict[str, Problem] = {}
