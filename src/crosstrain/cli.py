@@ -337,7 +337,8 @@ def _dry_run(args: argparse.Namespace, loaded: TrainingJob | Request) -> int:
     if args.wait:
         raise UsageError("--dry-run sends nothing, so there is no job to --wait for (see `crosstrain submit --help`)")
     request = loaded if isinstance(loaded, Request) else _rendered(args, loaded)[1]
-    _print_json(request.to_dict() if isinstance(loaded, Request) else request.with_cost())
+    said = request.cost is not None or request.cost_said is not None
+    _print_json(request.with_cost() if said else request.to_dict())
     _say(f"dry run: nothing was sent; `crosstrain submit` without --dry-run sends {request.identity}")
     return ExitCode.OK
 

@@ -46,6 +46,23 @@ def read(name: str, call: Callable[[], T], fixes: dict[Outcome, str]) -> T | Che
         return Check(name, outcome, text[:300], fixes.get(outcome, "retry, or check the workspace's status page"))
 
 
+def client_or_check(make: Callable[[], WorkspaceClient], host: str) -> WorkspaceClient | Check:
+    """The workspace's client, or the check saying why none can be made (no credentials for the host)."""
+    found: WorkspaceClient | Check = read(
+        "credentials",
+        make,
+        {Outcome.PERMISSION: f"set DATABRICKS_TOKEN (or a ~/.databrickscfg profile) for {host}"},
+    )
+    if isinstance(found, Check) and found.outcome is Outcome.UNREACHABLE and "credentials" in found.message:
+        return Check(
+            "credentials",
+            Outcome.PERMISSION,
+            found.message,
+            f"set DATABRICKS_TOKEN (or a ~/.databrickscfg profile) for {host}",
+        )
+    return found
+
+
 def workspace_checks(client: WorkspaceClient, host: str, workspace_dir: str, volume: str | None) -> list[Check]:
     """The token (whose user it is) and the folder or volume the code goes to."""
     me = read(

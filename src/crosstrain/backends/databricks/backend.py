@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from crosstrain import catalog, packaging, pricing, secrets, uploads
 from crosstrain.backends._databricks import WorkspaceBackend
+from crosstrain.backends._databricks_checks import client_or_check
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -50,14 +51,13 @@ from crosstrain.data import Placement, Reach
 from crosstrain.databricks_task import LAUNCHER_NAME
 from crosstrain.errors import CrosstrainError, JobFailed, Problem, SpecError, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
+from crosstrain.preflight import Check
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient
     from databricks.sdk.service.jobs import Run
-
-    from crosstrain.preflight import Check
 
 
 class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
@@ -145,7 +145,8 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         return Planned(plan, plan.call, plan.bundle)
 
     def preflight(self, job: TrainingJob, settings: DatabricksSettings, plan: Planned) -> list[Check]:
-        return preflight.checks(self._client(settings.host, settings.profile), settings, plan)
+        client = client_or_check(lambda: self._client(settings.host, settings.profile), settings.host)
+        return [client] if isinstance(client, Check) else preflight.checks(client, settings, plan)
 
     def cost(self, job: TrainingJob, settings: DatabricksSettings, plan: Planned) -> pricing.Cost:
         return prices.cost(job, settings, plan)

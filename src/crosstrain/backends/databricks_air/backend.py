@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from crosstrain import packaging, pricing
 from crosstrain.backends._databricks import WorkspaceBackend, _check_call, runtime_bundle, state_of
+from crosstrain.backends._databricks_checks import client_or_check
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -32,13 +33,13 @@ from crosstrain.backends.databricks_air.settings import WORKSPACE_CODE_LIMITS, D
 from crosstrain.data import Placement, Reach
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
 from crosstrain.failures import last_lines, summary
+from crosstrain.preflight import Check
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.spec import TrainingJob
 
 if TYPE_CHECKING:
     from databricks.sdk.service.jobs import Run
 
-    from crosstrain.preflight import Check
 
 #: The command script's name, beside which nothing else is written (the service runs it on every node).
 COMMAND_SCRIPT = "command.sh"
@@ -130,7 +131,8 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         return plan
 
     def preflight(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan) -> list[Check]:
-        return preflight.checks(self._client(settings.host, settings.profile), settings, plan)
+        client = client_or_check(lambda: self._client(settings.host, settings.profile), settings.host)
+        return [client] if isinstance(client, Check) else preflight.checks(client, settings, plan)
 
     def cost(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan) -> pricing.Cost:
         return prices.cost(job, settings, plan)
