@@ -244,3 +244,32 @@ def test_prices_refresh_needs_refresh_for_write_and_says_what_has_no_api() -> No
     done = run("prices", "-t", "vertex", "--refresh")
     assert done.returncode == 0
     assert "no price API without a key" in done.stderr
+
+
+def test_prices_refresh_write_saves_the_reread_prices_and_keeps_the_rest(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(ROOT / "src" / "crosstrain", tmp_path / "crosstrain")  # a checkout's table, rewritten here
+    sku = "Standard_NC24rs_v3"
+    service = RetailPrices([_meter(sku, "eastus", 14.0), _meter(sku, "eastus", 1.5, "spot")])
+    with serving(service) as url:
+        service.base = url
+        done = run(
+            "prices",
+            sku,
+            "-t",
+            "azureml",
+            "--refresh",
+            "--write",
+            "--api-url",
+            f"{url}/api/retail/prices",
+            env={"PYTHONPATH": str(tmp_path)},
+        )
+    assert done.returncode == 0, done.stderr
+    assert "wrote 2 prices" in done.stderr
+    written = pricing.parse(json.loads((tmp_path / "crosstrain/backends/azureml/prices.json").read_text()))
+    mine = {(p.region, p.spot): p.usd_per_hour for p in written if p.item == sku}
+    assert mine == {("eastus", False): 14.0, ("eastus", True): 1.5}
+    shipped = pricing.shipped("crosstrain.backends.azureml")
+    assert {p for p in written if p.item != sku} == {p for p in shipped if p.item != sku}
+    assert all(p.source.url.startswith(url) for p in written if p.item == sku)
