@@ -19,6 +19,7 @@ from crosstrain.backends._google import (
     labels,
     read_result,
     ship_code,
+    staging_check,
     storage_client,
     upload_call,
     upload_problems,
@@ -133,7 +134,15 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
             answer = self._call("GET", url, allow=tuple(range(400, 600)))
             return answer.status_code, answer.json() if answer.content else {}
 
-        return preflight.checks(settings, get)
+        def staging() -> Check:
+            factory, extra, project = self.storage_client, self.extra or "", settings.project
+            bucket = f"gs://{plan.staged[0]}" if plan.staged else None
+            found: Check = staging_check(
+                bucket, lambda: factory(project) if factory else storage_client(project, extra)
+            )
+            return found
+
+        return preflight.checks(settings, get, staging)
 
     def cost(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan) -> pricing.Cost:
         return prices.cost(job, settings, plan)

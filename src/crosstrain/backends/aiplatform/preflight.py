@@ -1,7 +1,7 @@
 """What `crosstrain check` reads from AI Platform Training, read-only: the credentials and the project against
-the service (one page of `projects.jobs.list` at the configured endpoint). AI Platform's GPU quotas are
-ml.googleapis.com's, whose metric names crosstrain cannot confirm: they are said, not checked (a refusal at
-create is a 429 "Quota failure for project ...", which submit reports)."""
+the service (one page of `projects.jobs.list` at the configured endpoint), and the staging bucket. AI
+Platform's GPU quotas are ml.googleapis.com's, whose metric names crosstrain cannot confirm: they are said, not
+checked (a refusal at create is a 429 "Quota failure for project ...", which submit reports)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,11 @@ FIXES = {
 }
 
 
-def checks(settings: AIPlatformSettings, get: Callable[[str], tuple[int, Any]]) -> list[Check]:
-    """`get(url)` gives the status and JSON of a GET (raising where it could not be sent)."""
+def checks(
+    settings: AIPlatformSettings, get: Callable[[str], tuple[int, Any]], staging: Callable[[], Check]
+) -> list[Check]:
+    """`get(url)` gives the status and JSON of a GET (raising where it could not be sent); `staging()` reads the
+    staging bucket."""
     url = f"{settings.endpoint.rstrip('/')}/v1/projects/{settings.project}/jobs?pageSize=1"
     try:
         status, body = get(url)
@@ -35,5 +38,6 @@ def checks(settings: AIPlatformSettings, get: Callable[[str], tuple[int, Any]]) 
         return [Check("project", outcome, f"{status}: {message}"[:300], FIXES.get(outcome, "retry"))]
     return [
         Check("project", Outcome.OK, f"AI Platform Training answers for {settings.project}"),
+        staging(),
         unchecked("quota", "AI Platform's GPU quotas (ml.googleapis.com) are not read"),
     ]
