@@ -23,6 +23,7 @@ from crosstrain.spec import TrainingJob
 
 if TYPE_CHECKING:
     from crosstrain.backends.base import Backend
+    from crosstrain.preflight import Report
     from crosstrain.records import JobHandle, Request
 
 
@@ -305,6 +306,30 @@ def validate(
         except UnknownBackend as exc:
             results[name] = [Problem("--target", str(exc), "")]
     return results
+
+
+def check(
+    job: str | Path | Mapping[str, Any] | TrainingJob,
+    targets: list[str] | None = None,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_profile: str | None = None,
+) -> dict[str, Report]:
+    """`crosstrain check`: per target (default: every one the job file names), whether the job can start there
+    now and why not, read-only (`Backend.check`). Spec errors raise `SpecError`."""
+    from crosstrain.preflight import Check, Outcome, Report
+
+    spec = load_job(job)
+    reports: dict[str, Report] = {}
+    for name in targets if targets is not None else list(spec.targets):
+        try:
+            backend = create_backend(name, environ=environ, config_profile=config_profile)
+        except UnknownBackend as exc:
+            reports[name] = Report(name, (Check("--target", Outcome.INVALID, str(exc)),))
+            continue
+        reports[name] = backend.check(spec, settings_for(name, settings or {}))
+    return reports
 
 
 def _setting_names(target: str) -> frozenset[str]:

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from crosstrain import colour
+from crosstrain import cli_verbs, colour
 from crosstrain.errors import (
     CrosstrainError,
     ExitCode,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 EPILOG = """exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage, 3 submission failed,
 4 job failed while waiting, 5 still running when --timeout expired, 6 an SDK this needs is not installed,
-130 interrupted (143/129: SIGTERM/SIGHUP)"""
+7 a preflight check failed (check, submit --check), 130 interrupted (143/129: SIGTERM/SIGHUP)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -196,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dry-run", action="store_true", help="print the request submit would send (as `render --json`); send nothing"
     )
+    p.add_argument(
+        "--check", action="store_true", help="run `crosstrain check` first; send nothing if it fails (exit 7)"
+    )
     p = verb("status", "print a submitted job's state")
     _handle_arg(p)
     p = verb("wait", "wait until a job ends; exit 4 unless it succeeded")
@@ -219,49 +222,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job", nargs="?", help="a job file whose targets section counts too (- for stdin)")
     p.add_argument("-t", "--target", help="only this target")
     _set_arg(p, "target setting, as for render (repeatable)")
-    _config_parser(verbs)
+    cli_verbs.add_config_parser(verbs, EPILOG, _Parser, _profile_arg)
     p = verb("completion", 'print a shell completion script: eval "$(crosstrain completion bash)"')
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
     p = verb("catalog", "list the GPUs and machine types each target offers")
     p.add_argument("-t", "--target", help="only this target's offers")
+    cli_verbs.add_prices_parser(verb("prices", "the list prices crosstrain prices jobs with: source and date"))
+    cli_verbs.add_check_parser(
+        verb("check", "read-only preflight: can each target start the job now, and why not"), _spec_args
+    )
     return parser
-
-
-CONFIG_HELP = """keys: TARGET.SETTING (vertex.region) for the defaults, profiles.NAME.TARGET.SETTING (or
---profile NAME) for a profile's. Where a value comes from, lowest first: built-in defaults, the config file's
-defaults, its profile, environment variables, the job file's targets section, --set. The file:
-$CROSSTRAIN_CONFIG, else $XDG_CONFIG_HOME/crosstrain/config.toml, else ~/.config/crosstrain/config.toml."""
-
-
-def _config_parser(verbs: Any) -> None:
-    """`crosstrain config ACTION`: gcloud's `config` and az's defaults, for crosstrain's settings."""
-    text, raw = (
-        "read and write this user's defaults for each target (the config file)",
-        argparse.RawDescriptionHelpFormatter,
-    )
-    config = verbs.add_parser(
-        "config", help=text, description=f"{text}.\n\n{CONFIG_HELP}", epilog=EPILOG, formatter_class=raw
-    )
-    actions = config.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=_Parser)
-    for name, text, takes in (
-        ("get", "print the value the config file sets for KEY", ("key",)),
-        ("set", "check VALUE against the target's setting, then write it to the config file", ("key", "value")),
-        ("unset", "remove KEY from the config file", ("key",)),
-        ("list", "every setting the config file holds, checked against its target", ()),
-        ("path", "print where the config file is (whether or not it exists)", ()),
-    ):
-        p = actions.add_parser(
-            name, help=text, description=f"{text}.\n\n{CONFIG_HELP}", epilog=EPILOG, formatter_class=raw
-        )
-        p.add_argument("--json", action="store_true", help="machine-readable output on stdout, errors included")
-        for arg in takes:
-            p.add_argument(
-                arg,
-                metavar=arg.upper(),
-                help="TARGET.SETTING, or profiles.NAME.TARGET.SETTING" if arg == "key" else None,
-            )
-        if takes:
-            _profile_arg(p, "the profile whose KEY this is (as profiles.NAME.KEY)")
 
 
 def _duration(text: str) -> float:
@@ -339,7 +309,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     job = _load_job(args.job)
 
     backend, request = _rendered(args, job)
-    print(request.to_json() if args.json else backend.format(request, args.format))
+    if args.json:
+        _print_json(request.with_cost())
+    else:
+        print(backend.format(request, args.format))
     return ExitCode.OK
 
 
@@ -352,7 +325,7 @@ def _rendered(args: argparse.Namespace, job: TrainingJob) -> tuple[Backend[Any, 
     target = api.choose_target(job, _target(args))
     backend = create_backend(target, config_profile=args.profile)
     request = backend.render(job, api.target_settings(target, args.job, api.settings_for(target, _settings(args))))
-    for note in request.notes:
+    for note in (*request.notes, *(request.cost.notes() if request.cost is not None else ())):
         _say(f"note: {note}")
     return backend, request
 
@@ -364,7 +337,8 @@ def _dry_run(args: argparse.Namespace, loaded: TrainingJob | Request) -> int:
     if args.wait:
         raise UsageError("--dry-run sends nothing, so there is no job to --wait for (see `crosstrain submit --help`)")
     request = loaded if isinstance(loaded, Request) else _rendered(args, loaded)[1]
-    print(request.to_json())
+    said = request.cost is not None or request.cost_said is not None
+    _print_json(request.with_cost() if said else request.to_dict())
     _say(f"dry run: nothing was sent; `crosstrain submit` without --dry-run sends {request.identity}")
     return ExitCode.OK
 
@@ -435,6 +409,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return _dry_run(args, loaded)
 
     if isinstance(loaded, Request):
+        if args.check:
+            raise SpecError([Problem("--check", "checks a job file, not a rendered request", "submit the job file")])
         target = _target(args)
         if args.run_id or (target and target != loaded.target):
             raise SpecError(
@@ -452,6 +428,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
         target = api.choose_target(job, _target(args))
         overrides = api.settings_for(target, _settings(args))
         settings = {**api.target_settings(target, args.job, overrides), "config_profile": args.profile}
+        report = (
+            api.check(job, [target], settings=overrides, config_profile=args.profile)[target] if args.check else None
+        )
+        if report is not None and not report.ok:
+            return cli_verbs.show_reports([report], as_json=args.json)
         with _local_output(target):
             handle = api.submit(job, target, **settings)
     if handle.adopted:
@@ -806,6 +787,8 @@ COMMANDS = {
     "targets": cmd_targets,
     "config": cmd_config,
     "completion": cmd_completion,
+    "prices": cli_verbs.cmd_prices,
+    "check": cli_verbs.cmd_check,
 }
 
 

@@ -22,6 +22,7 @@ class ExitCode(enum.IntEnum):
     JOB_FAILED = 4  # the job ended FAILED or CANCELLED while waiting
     WAIT_TIMEOUT = 5  # --timeout expired while the job was still running
     MISSING_DEPENDENCY = 6  # an optional SDK (or torch, Spark) is not installed here: nothing was asked of anyone
+    CHECK_FAILED = 7  # `crosstrain check` (or `submit --check`): a target cannot start the job now
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 

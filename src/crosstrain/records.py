@@ -18,6 +18,7 @@ from crosstrain.safe import redact
 if TYPE_CHECKING:
     from crosstrain.backends.base import Backend
     from crosstrain.packaging import CodeRef
+    from crosstrain.pricing import Cost
 
 
 # Headers that carry credentials never appear in a rendered request (Azure ML's x-azureml-token: the submitter's
@@ -79,6 +80,11 @@ class Request:
     inputs: Mapping[str, CodeRef] = field(default_factory=dict)
     #: Where a function job's rank 0 leaves what the function returned (`JobHandle.result` reads it there).
     result_at: str = ""
+    #: What the job costs per hour and at most, as the render priced it; not sent, not in `to_dict` (a request
+    #: file is what is sent): `render --json` shows it beside the request (`with_cost`). A request read back
+    #: from such a file keeps what it said as `cost_said`, data shown again and never acted on.
+    cost: Cost | None = field(default=None, compare=False)
+    cost_said: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def create(self) -> HttpCall:
@@ -102,6 +108,12 @@ class Request:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
+    def with_cost(self) -> dict[str, Any]:
+        """The request as `render --json` prints it: `to_dict`, and its cost (None where the target prices
+        nothing)."""
+        cost = self.cost.to_dict() if self.cost is not None else self.cost_said
+        return {**self.to_dict(), "cost": dict(cost) if cost is not None else None}
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Request:
         return cls(
@@ -116,6 +128,7 @@ class Request:
             build_context=_code_ref(data.get("build_context")),
             inputs={str(n): ref for n, r in (data.get("inputs") or {}).items() if (ref := _code_ref(r)) is not None},
             result_at=str(data.get("result_at") or ""),
+            cost_said=data["cost"] if isinstance(data.get("cost"), Mapping) else None,
         )
 
     def _repr_html_(self) -> str:

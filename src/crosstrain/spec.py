@@ -113,6 +113,14 @@ class Scheduling(SpecModel):
     max_restarts: int | None = Field(
         None, ge=0, le=100, description="Restarts after a failure; platform default if unset."
     )
+    max_cost: float | None = Field(
+        None,
+        gt=0,
+        le=10_000_000,
+        allow_inf_nan=False,
+        description="Refuse the job where its cost for `timeout` (list prices, spot priced as spot) could exceed "
+        "this many US dollars, or cannot be known.",
+    )
 
 
 class Launch(SpecModel):

@@ -58,6 +58,7 @@ class MLService(LoopbackService):
         self.jobs: dict[str, dict[str, Any]] = {}
         self.reads: dict[str, int] = {}
         self.pinned: dict[str, str] = {}
+        self.denied = False  # what `crosstrain check` meets: a caller the project refuses (403)
 
     def operation(self, call: Call) -> str:
         if call.method == "POST" and _COLLECTION.match(call.path):
@@ -66,6 +67,10 @@ class MLService(LoopbackService):
 
     def answer(self, call: Call) -> Reply:
         collection = _COLLECTION.match(call.path)
+        if self.denied:
+            return self.error(403, "Permission denied on resource project (or it may not exist).")
+        if call.method == "GET" and collection:  # projects.jobs.list (check reads one page)
+            return Reply(200, {"jobs": list(self.jobs.values())[:1]})
         if call.method == "POST" and collection:
             return self._create(collection.group(1), call.body)
         match = _JOB.match(call.path)

@@ -122,6 +122,19 @@ class FakeCredential:
         return AccessTokenInfo(self._token(scopes), int(time.time()) + 3600)
 
 
+def _usage(kind: str, name: str, used: int, limit: int) -> dict[str, Any]:
+    """A `Usage` of `locations/{loc}/usages`, as the service lists it (its type names the kind)."""
+    return {
+        "id": f"/subscriptions/{SUBSCRIPTION}/providers/Microsoft.MachineLearningServices/locations/eastus/"
+        f"usages/{name.replace(' ', '_')}",
+        "type": f"Microsoft.MachineLearningServices/{kind}/usages",
+        "unit": "Count",
+        "currentValue": used,
+        "limit": limit,
+        "name": {"value": name, "localizedValue": name},
+    }
+
+
 class AzureMLService(LoopbackService):
     """Azure ML's ARM endpoints for jobs and environments. `resources` maps ARM paths to what was PUT."""
 
@@ -155,6 +168,20 @@ class AzureMLService(LoopbackService):
         self.logged: dict[str, int] = {}  # job path -> log steps written
         self.ended: set[str] = set()  # names of jobs a status read has said ended
         self._created = 0
+        # -- what `crosstrain check` reads: the workspace (and its region), its compute clusters, the region's
+        # vCPU usages and quotas per VM family, and its VM sizes; `auth_refused` answers every call 403
+        self.location = "eastus"
+        self.auth_refused = False
+        self.computes: dict[str, dict[str, Any]] = {"gpu-cluster": {"vmSize": "Standard_NC24rs_v3", "maxNodeCount": 4}}
+        self.vm_sizes = [
+            {"name": "Standard_NC24rs_v3", "family": "standardNCSv3Family", "vCPUs": 24, "gpus": 4},
+            {"name": "Standard_NC6s_v3", "family": "standardNCSv3Family", "vCPUs": 6, "gpus": 1},
+        ]
+        self.usages = [
+            _usage("vmFamily", "Standard NCSv3 Family Cluster Dedicated vCPUs", 0, 96),
+            _usage("dedicatedCores", "Total Cluster Dedicated Regional vCPUs", 0, 300),
+            _usage("lowPriorityCores", "Total Cluster LowPriority Regional vCPUs", 0, 100),
+        ]
 
     # -- what the suite and tests read ---------------------------------------------------------------------
     @property
@@ -207,7 +234,70 @@ class AzureMLService(LoopbackService):
         body = {"error": {"code": codes.get(status, "Error"), "message": message}}
         return Reply(status, body, {"Retry-After": "1"} if status == 429 else {})
 
+    def preflight_read(self, call: Call) -> Reply | None:
+        """The reads of `crosstrain check`, as ARM answers them (api-version as the SDK asks); None for others."""
+        if self.auth_refused:
+            return Reply(
+                403,
+                {
+                    "error": {
+                        "code": "AuthorizationFailed",
+                        "message": "The client does not have "
+                        "authorization to perform action 'Microsoft.MachineLearningServices/workspaces/read'",
+                    }
+                },
+            )
+        if call.method != "GET":
+            return None
+        if re.fullmatch(_WORKSPACE, call.path):
+            name = call.path.rsplit("/", 1)[-1]
+            return Reply(
+                200,
+                {
+                    "id": call.path,
+                    "name": name,
+                    "location": self.location,
+                    "type": "Microsoft.MachineLearningServices/workspaces",
+                    "properties": {"friendlyName": name},
+                },
+            )
+        compute = re.fullmatch(rf"{_WORKSPACE}/computes/([^/]+)", call.path)
+        if compute:
+            found = self.computes.get(compute[1])
+            if found is None:
+                return self.error(404, f"compute {compute[1]} not found")
+            props = {
+                "vmSize": found["vmSize"],
+                "vmPriority": "Dedicated",
+                "scaleSettings": {"maxNodeCount": found["maxNodeCount"], "minNodeCount": 0},
+            }
+            return Reply(
+                200,
+                {
+                    "id": call.path,
+                    "name": compute[1],
+                    "location": self.location,
+                    "properties": {
+                        "computeType": "AmlCompute",
+                        "computeLocation": self.location,
+                        "provisioningState": "Succeeded",
+                        "properties": props,
+                    },
+                },
+            )
+        region = re.fullmatch(
+            r"/subscriptions/[^/]+/providers/Microsoft\.MachineLearningServices/locations/([^/]+)/(\w+)", call.path
+        )
+        if region and region[2] == "usages":
+            return Reply(200, {"value": [{**u, "amlWorkspaceLocation": region[1]} for u in self.usages]})
+        if region and region[2] == "vmSizes":
+            return Reply(200, {"value": self.vm_sizes})
+        return None
+
     def answer(self, call: Call) -> Reply:
+        read = self.preflight_read(call)
+        if read is not None:
+            return read
         job = _JOB.match(call.path)
         code = _CODES.match(call.path)
         if _JOBS.match(call.path) and call.method == "GET":  # the jobs list: newest last, as stored

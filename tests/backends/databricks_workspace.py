@@ -60,6 +60,11 @@ OPERATIONS = (
     ("/logs", "node-logs"),  # /api/2.0/ai-training/workflows/by-run-id/{run_id}/logs
     ("/mlflow/artifacts/list", "artifacts-list"),
     ("/mlflow/artifacts/credentials-for-read", "artifact-credential"),
+    ("/preview/scim/v2/Me", "me"),
+    ("/clusters/list-node-types", "node-types"),
+    ("/instance-pools/list", "pools"),
+    ("/policies/clusters/list", "policies"),
+    ("/ai-training/provisioned-capacities", "capacities"),
 )
 #: Where the signed URLs `credentials-for-read` gives point (the storage, not the workspace's API).
 SIGNED = "/signed-storage/"
@@ -115,6 +120,41 @@ class DatabricksWorkspace(LoopbackService):
         self.log_bytes_per_poll = 64
         self.state_message: str | None = None  # the task's state_message (default: "run is <state>")
         self._last_start = 0
+        # -- what `crosstrain check` reads (clusters/list-node-types, instance pools, cluster policies; the
+        # status of the token, AI Runtime's reservations: None answers FEATURE_DISABLED, as before the preview)
+        self.token_refused = False
+        self.node_types: list[dict[str, Any]] = [
+            {
+                "node_type_id": "g5.12xlarge",
+                "num_gpus": 4,
+                "num_cores": 48.0,
+                "memory_mb": 196608,
+                "description": "g5.12xlarge",
+                "instance_type_id": "g5.12xlarge",
+                "category": "GPU Accelerated",
+            },
+            {
+                "node_type_id": "g5.xlarge",
+                "num_gpus": 1,
+                "num_cores": 4.0,
+                "memory_mb": 16384,
+                "description": "g5.xlarge",
+                "instance_type_id": "g5.xlarge",
+                "category": "GPU Accelerated",
+            },
+            {
+                "node_type_id": "m5d.large",
+                "num_gpus": 0,
+                "num_cores": 2.0,
+                "memory_mb": 8192,
+                "description": "m5d.large",
+                "instance_type_id": "m5d.large",
+                "category": "General Purpose",
+            },
+        ]
+        self.pools: list[dict[str, Any]] = []
+        self.policies: list[dict[str, Any]] = []
+        self.capacities: list[dict[str, Any]] | None = None
 
     def submits(self) -> list[Any]:
         """The bodies of every runs/submit received (faulted ones included)."""
@@ -140,6 +180,11 @@ class DatabricksWorkspace(LoopbackService):
         operation = self.operation(call)
         if operation == "metadata":  # the client's host discovery at construction
             return Reply(200, {"oidc_endpoint": f"{self.url}/oidc", "workspace_id": WORKSPACE_ID})
+        if self.token_refused:
+            return Reply(403, {"error_code": "PERMISSION_DENIED", "message": "Invalid access token."})
+        read = self.preflight_read(operation)
+        if read is not None:
+            return read
         if operation == "create":
             return Reply(200, {"run_id": self.submit(call.body)})
         if operation == "get":
@@ -230,6 +275,22 @@ class DatabricksWorkspace(LoopbackService):
                 return Reply(206, stored[int(wanted.removeprefix("bytes=").rstrip("-")) :])
             return Reply(200, stored)
         return self.error(404, f"no endpoint {call.method} {call.path}")
+
+    def preflight_read(self, operation: str) -> Reply | None:
+        """What `crosstrain check` reads, as the workspace answers it; None for any other call."""
+        if operation == "me":
+            return Reply(200, {"id": "1", "userName": "me@example.com", "active": True})
+        if operation == "node-types":
+            return Reply(200, {"node_types": self.node_types})
+        if operation == "pools":
+            return Reply(200, {"instance_pools": self.pools})
+        if operation == "policies":
+            return Reply(200, {"policies": self.policies, "total_count": len(self.policies)})
+        if operation == "capacities":
+            if self.capacities is None:
+                return Reply(404, {"error_code": "FEATURE_DISABLED", "message": "AI Runtime is not enabled."})
+            return Reply(200, {"provisioned_capacities": self.capacities})
+        return None
 
     # -- the runs ------------------------------------------------------------------------------------------
     def submit(self, body: dict[str, Any]) -> int:

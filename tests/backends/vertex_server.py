@@ -108,6 +108,8 @@ class VertexJobService(LoopbackService):
         super().__init__(slow_seconds=slow_seconds, late_seconds=late_seconds)
         self.plan = list(plan)
         self.page_size = page_size
+        #: What `crosstrain check` meets: a project whose job service refuses the caller (403 PERMISSION_DENIED).
+        self.denied = False
         self.log_plan = [list(batch) for batch in log_plan]
         self.failure = failure
         self.entries: list[dict[str, Any]] = []
@@ -133,6 +135,17 @@ class VertexJobService(LoopbackService):
 
     def answer(self, call: Call) -> Reply:
         operation = self.operation(call)
+        if self.denied:
+            return Reply(
+                403,
+                {
+                    "error": {
+                        "code": 403,
+                        "status": "PERMISSION_DENIED",
+                        "message": "Permission 'aiplatform.customJobs.list' denied on resource (or it may not exist).",
+                    }
+                },
+            )
         collection, job = _COLLECTION.match(call.path), _JOB.match(call.path)
         if operation == "entries" and call.method == "POST":
             page = self.list_entries(call.body or {})

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from crosstrain.data import Placement
     from crosstrain.packaging import CodeRef
+    from crosstrain.preflight import Check
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import PoolView, TrainingJob
 
@@ -391,3 +392,28 @@ def data_placement(platform: str, *, fuse: bool) -> Placement:
         "gs:// locations" + ("" if fuse else " (as URIs)") + ", or other cloud URIs with mode: direct",
         azure_types_fix="use type: folder or file",
     )
+
+
+def staging_check(staging_bucket: str | None, make_client: Callable[[], Client]) -> Check:
+    """`crosstrain check`'s read of the staging bucket (both Google targets): it exists and this account sees it
+    (`buckets.get`); writing is not tried, since a check creates nothing."""
+    from crosstrain.preflight import Check, Outcome, classify
+
+    if not staging_bucket:
+        return Check("staging", Outcome.OK, "the job ships no code: no staging bucket is used")
+    bucket = staging_bucket.removeprefix("gs://").partition("/")[0]
+    try:
+        found = make_client().lookup_bucket(bucket)
+    except Exception as error:  # any failure of a read is a check's outcome, not a crash
+        name = type(error).__name__
+        outcome = Outcome.PERMISSION if name in ("Forbidden", "Unauthorized") else classify(None, str(error))
+        fix = f"grant the account roles/storage.objectAdmin on gs://{bucket}, or set staging_bucket to one it can write"
+        return Check("staging", outcome, (str(error).splitlines() or [name])[0][:300], fix)
+    if found is None:
+        return Check(
+            "staging",
+            Outcome.NOT_FOUND,
+            f"gs://{bucket} does not exist",
+            f"create it (gcloud storage buckets create gs://{bucket}), or set staging_bucket to one that exists",
+        )
+    return Check("staging", Outcome.OK, f"gs://{bucket} exists (writing is not tried: no create call)")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from crosstrain import preflight as preflight_checks
 from crosstrain.backends.binding import Binding, Configured, Place, origin_of
 from crosstrain.errors import (
     IdentityConflict,
@@ -36,12 +37,14 @@ from crosstrain.errors import (
     Unsupported,
     WaitTimeout,
 )
+from crosstrain.pricing import Cost, Price, cost_problems
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.settings import OVERRIDE, TargetSettings, configured_settings, env_vars, resolve_settings, sourced
 
 if TYPE_CHECKING:
     from crosstrain.backends.emulation import Emulation
     from crosstrain.data import Placement
+    from crosstrain.preflight import Check, Report
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
     from crosstrain.sweep import SweepSupport
@@ -225,6 +228,7 @@ class Checked(Generic[P]):
     problems: list[Problem]
     planned: tuple[P] | None
     result_at: str
+    cost: Cost | None = None
 
 
 class Backend(ABC, Generic[S, P]):
@@ -252,6 +256,8 @@ class Backend(ABC, Generic[S, P]):
     #: How `crosstrain run --local --emulate NAME` runs this platform's nodes here (its registry entry lists the
     #: names); None: not emulated.
     emulation: ClassVar[Emulation | None] = None
+    #: The package whose `prices.json` prices this target's jobs (`crosstrain prices`); None: it prices nothing.
+    price_package: ClassVar[str | None] = None
     #: The fields of the create call's body that crosstrain owns (path -> why), which a patch may not change.
     #: "*" in a path stands for every element of the rendered list.
     owned_fields: ClassVar[Mapping[tuple[str | int, ...], str]] = {}
@@ -475,7 +481,29 @@ class Backend(ABC, Generic[S, P]):
         except Unsupported as refused:
             planned, problems = None, problems + list(refused.problems)
         problems += self.platform_refusals(spec, settings) + data_problems
-        return Checked(job, problems, planned, result_at)
+        cost = self.cost(job, settings, planned[0]) if planned is not None else None
+        if cost is not None and spec.scheduling.max_cost is not None:
+            problems += cost_problems(cost, spec.scheduling.max_cost)
+        return Checked(job, problems, planned, result_at, cost)
+
+    @classmethod
+    def refresh_prices(cls, items: Iterable[str], api_url: str | None = None) -> tuple[list[Price], list[str]] | None:
+        """`items`' prices reread from the platform's keyless price API (at `api_url` where given), and a line
+        for each it could not read; None where it has no such API."""
+        return None
+
+    def check(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> Report:
+        """`crosstrain check`, read-only: the render's refusals (then nothing is read), else `preflight`."""
+        return preflight_checks.report(self, job, overrides)
+
+    def preflight(self, job: TrainingJob, settings: S, plan: P) -> list[Check]:
+        """What the platform reads before a submit (credentials, quota, capacity); never a create call."""
+        return [preflight_checks.unchecked("service", f"crosstrain reads nothing from {self.title} before a submit")]
+
+    def cost(self, job: TrainingJob, settings: S, plan: P) -> Cost | None:
+        """The planned job's price per hour and its bound for `scheduling.timeout`, from the price table the
+        platform ships (pure: package data); None where it bills nothing (a local run)."""
+        return None
 
     def plan(self, job: TrainingJob, settings: S) -> P:
         """What `job` means on this platform, everything `_render` needs (resolved machines, images, staged code,
@@ -543,7 +571,9 @@ class Backend(ABC, Generic[S, P]):
             if job.function_payload is not None and not result_at:
                 lost = self.lost_result()
                 notes += (f"{lost.message}: {lost.fix}",)
-            request = dataclasses.replace(request, fingerprint=fingerprint, result_at=result_at, notes=notes)
+            request = dataclasses.replace(
+                request, fingerprint=fingerprint, result_at=result_at, notes=notes, cost=checked.cost
+            )
         self._rendered.add(_digest(request))  # made from the job's own settings: sent as it is
         return request
 

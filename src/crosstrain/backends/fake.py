@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 
 from pydantic import Field
 
-from crosstrain import catalog, packaging
+from crosstrain import catalog, packaging, pricing
 from crosstrain.backends.base import Backend, Capabilities, Ids
 from crosstrain.backends.loopback import TRICKLED_BYTES, Call, Dropped, LoopbackService, Reply
 from crosstrain.errors import Problem, SubmitError, TransientError
@@ -137,6 +137,9 @@ class FakeBackend(Backend[FakeSettings, None]):
         requirements=True,
         environments=True,
     )
+
+    def cost(self, job: TrainingJob, settings: FakeSettings, plan: None) -> pricing.Cost:
+        return pricing.free(self.name, "a cloud in a local directory", job.scheduling.timeout)
 
     def platform_refusals(self, job: TrainingJob, settings: FakeSettings) -> list[Problem]:
         return catalog.scale_tier_problems(job.pools(), self.name)

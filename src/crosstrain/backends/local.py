@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from crosstrain import catalog, data, locations, packaging
+from crosstrain import catalog, data, locations, packaging, pricing
 from crosstrain.backends import local_sweep
 from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command, read_bounded
 from crosstrain.backends.binding import shown
@@ -184,6 +184,9 @@ class LocalBackend(Backend[LocalSettings, None]):
         secret_stores=frozenset(SECRET_STORES),
         sweeps=local_sweep.SUPPORT,
     )
+
+    def cost(self, job: TrainingJob, settings: LocalSettings, plan: None) -> pricing.Cost:
+        return pricing.free(self.name, "it runs on this machine", job.scheduling.timeout)
 
     def platform_refusals(self, job: TrainingJob, settings: LocalSettings) -> list[Problem]:
         problems: dict[str, Problem] = {}

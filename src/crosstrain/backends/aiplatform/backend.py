@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
-from crosstrain import secrets
+from crosstrain import pricing, secrets
 from crosstrain.adaptors import google_rest
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
@@ -19,11 +19,13 @@ from crosstrain.backends._google import (
     labels,
     read_result,
     ship_code,
+    staging_check,
     storage_client,
     upload_call,
     upload_problems,
     uploaded_object,
 )
+from crosstrain.backends.aiplatform import preflight, prices
 from crosstrain.backends.aiplatform import sweep as aiplatform_sweep
 from crosstrain.backends.aiplatform.emulate import EMULATION
 from crosstrain.backends.aiplatform.plan import Plan, _data_notes, _package_args, _plan, _replica_config, scale_tier
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     import requests
     from google.cloud.storage import Client as StorageClient
 
+    from crosstrain.preflight import Check
     from crosstrain.spec import TrainingJob
 
 
@@ -89,6 +92,7 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
     )
     conflict_fix = "submit with --run-id new (or another run_id): AI Platform keeps a jobId for good"
     patch_schema = "crosstrain.backends.aiplatform"  # its schema.json
+    price_package = prices.PACKAGE
     owned_fields = {
         ("jobId",): IDENTITY_WHY,
         ("labels", IDENTITY_LABEL): IDENTITY_WHY,
@@ -126,6 +130,24 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    def preflight(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan) -> list[Check]:
+        def get(url: str) -> tuple[int, Any]:
+            answer = self._call("GET", url, allow=tuple(range(400, 600)))
+            return answer.status_code, answer.json() if answer.content else {}
+
+        def staging() -> Check:
+            factory, extra, project = self.storage_client, self.extra or "", settings.project
+            bucket = f"gs://{plan.staged[0]}" if plan.staged else None
+            found: Check = staging_check(
+                bucket, lambda: factory(project) if factory else storage_client(project, extra)
+            )
+            return found
+
+        return preflight.checks(settings, get, staging)
+
+    def cost(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan) -> pricing.Cost:
+        return prices.cost(job, settings, plan)
 
     def _render(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity

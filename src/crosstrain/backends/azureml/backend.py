@@ -6,12 +6,13 @@ import functools
 import json
 import re
 import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from crosstrain import data, folders, packaging, secrets
+from crosstrain import data, folders, packaging, pricing, secrets
 from crosstrain.adaptors import azure
+from crosstrain.backends.azureml import preflight, prices
 from crosstrain.backends.azureml import sweep as azure_sweep
 from crosstrain.backends.azureml.cli_yaml import _CLI_FIELDS, cli_yaml
 from crosstrain.backends.azureml.emulate import EMULATION
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
     from azure.core.pipeline.transport import HttpTransport
 
+    from crosstrain.preflight import Check
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
 
@@ -130,6 +132,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
     )
     sweep_reference = staticmethod(azure_sweep.reference)
     patch_schema = "crosstrain.backends.azureml"  # its schema.json
+    price_package = prices.PACKAGE
     owned_fields = {
         ("properties", "properties", FINGERPRINT_PROPERTY): FINGERPRINT_WHY,
         ("properties", "resources", "instanceCount"): NODES_WHY,
@@ -165,6 +168,18 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    @classmethod
+    def refresh_prices(
+        cls, items: Iterable[str], api_url: str | None = None
+    ) -> tuple[list[pricing.Price], list[str]] | None:
+        return prices.refresh(items, base_url=api_url or prices.RETAIL_PRICES)
+
+    def preflight(self, job: TrainingJob, settings: AzureMLSettings, plan: Plan) -> list[Check]:
+        return preflight.checks(self._client(settings.model_dump()), job, settings, plan)
+
+    def cost(self, job: TrainingJob, settings: AzureMLSettings, plan: Plan) -> pricing.Cost:
+        return prices.cost(job, settings, plan)
 
     def platform_refusals(self, job: TrainingJob, settings: AzureMLSettings) -> list[Problem]:
         problems = []

@@ -12,8 +12,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from crosstrain import catalog, packaging, secrets, uploads
+from crosstrain import catalog, packaging, pricing, secrets, uploads
 from crosstrain.backends._databricks import VOLUME_REACH, Recorded, WorkspaceBackend
+from crosstrain.backends._databricks_checks import client_or_check
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -21,7 +22,7 @@ from crosstrain.backends.base import (
     Capabilities,
     Ids,
 )
-from crosstrain.backends.databricks import wire
+from crosstrain.backends.databricks import preflight, prices, wire
 from crosstrain.backends.databricks.emulate import EMULATION
 from crosstrain.backends.databricks.logs import (
     DRIVER_PREFIX,
@@ -48,6 +49,7 @@ from crosstrain.data import Placement, Reach
 from crosstrain.databricks_task import LAUNCHER_NAME
 from crosstrain.errors import CrosstrainError, Problem, Unsupported
 from crosstrain.failures import last_lines, summary
+from crosstrain.preflight import Check
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, Request
 from crosstrain.spec import PoolView, TrainingJob
 
@@ -112,6 +114,7 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
     patch_schema = "crosstrain.backends.databricks"  # its schema.json
+    price_package = prices.PACKAGE
     owned_fields = {
         ("idempotency_token",): IDENTITY_WHY,
         ("tasks", 0, "new_cluster", "custom_tags", "crosstrain_job"): IDENTITY_WHY,
@@ -134,6 +137,13 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         if plan.call is None or plan.bundle is None or plan.problems:
             raise Unsupported(self.name, plan.problems)
         return Planned(plan, plan.call, plan.bundle)
+
+    def preflight(self, job: TrainingJob, settings: DatabricksSettings, plan: Planned) -> list[Check]:
+        client = client_or_check(lambda: self._client(settings.host, settings.profile), settings.host)
+        return [client] if isinstance(client, Check) else preflight.checks(client, settings, plan)
+
+    def cost(self, job: TrainingJob, settings: DatabricksSettings, plan: Planned) -> pricing.Cost:
+        return prices.cost(job, settings, plan)
 
     def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
         problems = []

@@ -12,7 +12,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from crosstrain import packaging
+from crosstrain import packaging, pricing
 from crosstrain.backends._databricks import (
     VOLUME_REACH,
     Recorded,
@@ -21,6 +21,7 @@ from crosstrain.backends._databricks import (
     runtime_bundle,
     state_of,
 )
+from crosstrain.backends._databricks_checks import client_or_check
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -31,6 +32,7 @@ from crosstrain.backends.base import (
     bundle_command,
     launcher_command,
 )
+from crosstrain.backends.databricks_air import preflight, prices
 from crosstrain.backends.databricks_air.emulate import EMULATION
 from crosstrain.backends.databricks_air.logs import NOT_SERVED, ArtifactLogs, NodeLogs
 from crosstrain.backends.databricks_air.plan import Plan, _plan
@@ -38,6 +40,7 @@ from crosstrain.backends.databricks_air.settings import WORKSPACE_CODE_LIMITS, D
 from crosstrain.data import Placement, Reach
 from crosstrain.errors import CrosstrainError, Problem, Unsupported
 from crosstrain.failures import last_lines, summary
+from crosstrain.preflight import Check
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, Request
 from crosstrain.spec import PoolView, TrainingJob
 
@@ -145,6 +148,7 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
     patch_schema = "crosstrain.backends.databricks_air"
+    price_package = prices.PACKAGE
     owned_fields = {
         ("idempotency_token",): IDENTITY_WHY,
         ("tasks", 0, "ai_runtime_task", "mlflow_run"): IDENTITY_WHY,
@@ -162,6 +166,13 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    def preflight(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan) -> list[Check]:
+        client = client_or_check(lambda: self._client(settings.host, settings.profile), settings.host)
+        return [client] if isinstance(client, Check) else preflight.checks(client, settings, plan)
+
+    def cost(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan) -> pricing.Cost:
+        return prices.cost(job, settings, plan)
 
     def platform_refusals(self, job: TrainingJob, settings: DatabricksAIRSettings) -> list[Problem]:
         pool = job.pools()[0]

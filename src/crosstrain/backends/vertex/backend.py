@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlparse
 
-from crosstrain import secrets
-from crosstrain.adaptors import gapic
+from crosstrain import pricing, secrets
+from crosstrain.adaptors import gapic, google_rest
 from crosstrain.backends._google import (
     FINGERPRINT_LABEL,
     IDENTITY_LABEL,
@@ -22,6 +22,7 @@ from crosstrain.backends._google import (
     read_result,
     runs_under_launcher,
     ship_code,
+    staging_check,
     storage_client,
     upload_call,
     upload_problems,
@@ -29,6 +30,7 @@ from crosstrain.backends._google import (
 )
 from crosstrain.backends.base import FINGERPRINT_WHY, IDENTITY_WHY, NODES_WHY, Backend, Capabilities, Ids
 from crosstrain.backends.binding import Binding, Place
+from crosstrain.backends.vertex import preflight, prices
 from crosstrain.backends.vertex import sweep as vertex_sweep
 from crosstrain.backends.vertex.emulate import EMULATION
 from crosstrain.backends.vertex.gcloud import gcloud_command
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import CustomJob, JobServiceClient
     from google.cloud.storage import Client as StorageClient
 
+    from crosstrain.preflight import Check
     from crosstrain.retry import RetryPolicy
     from crosstrain.spec import TrainingJob
 
@@ -98,6 +101,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         "submit with --run-id new (or another run_id), or cancel the old job (a cancelled job frees its identity)"
     )
     patch_schema = "crosstrain.backends.vertex"  # its schema.json
+    price_package = prices.PACKAGE
     owned_fields = {
         ("labels", IDENTITY_LABEL): IDENTITY_WHY,
         ("labels", FINGERPRINT_LABEL): FINGERPRINT_WHY,
@@ -124,6 +128,8 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         log_lookback: float = 60.0,
         log_grace: float = 15.0,
         log_page_size: int = 1000,
+        quota_session: Callable[[], Any] | None = None,
+        quota_url: str = preflight.CLOUD_QUOTAS,
     ) -> None:
         """`client_factory(endpoint)` makes the job service client for a regional endpoint (a host name, as
         the rendered URL has it); by default the GAPIC client on its REST transport with Application Default
@@ -140,6 +146,9 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         self.log_lookback = log_lookback
         self.log_grace = log_grace
         self.log_page_size = log_page_size
+        #: `crosstrain check`'s Cloud Quotas reads: a `requests.Session` that authenticates (google-auth's
+        #: `AuthorizedSession` by default), and where the API is (tests: a loopback server).
+        self.quota_session, self.quota_url = quota_session, quota_url
 
     # -- render (pure) -------------------------------------------------------------------------------------
     def plan(self, job: TrainingJob, settings: VertexSettings) -> Plan:
@@ -147,6 +156,37 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         if plan is None or problems:
             raise Unsupported(self.name, problems)
         return plan
+
+    def preflight(self, job: TrainingJob, settings: VertexSettings, plan: Plan) -> list[Check]:
+        def list_jobs(parent: str) -> Any:
+            client = self._client(f"{settings.region}-aiplatform.googleapis.com")
+            pager = client.list_custom_jobs(request={"parent": parent, "page_size": 1}, timeout=self.retry.call_timeout)
+            return next(iter(pager.pages), None)
+
+        def quota_infos(project: str) -> list[dict[str, Any]]:
+            session = (self.quota_session or google_rest.authorized_session)()
+            url = f"{self.quota_url}/v1/projects/{project}/locations/global/services/{preflight.SERVICE}/quotaInfos"
+            timeout = self.retry.call_timeout
+
+            def page(query: str) -> tuple[int, Any]:
+                answer = google_rest.call(session, "GET", f"{url}?{query}", timeout=timeout, allow=range(400, 600))
+                return answer.status_code, answer.json() if answer.content else {}
+
+            return preflight.read_pages(page, "quotaInfos")
+
+        def staging() -> Check:
+            factory, extra = self.storage_client, self.extra or ""
+            bucket = f"gs://{plan.staged[0]}" if plan.staged else None
+            project = settings.project
+            found: Check = staging_check(
+                bucket, lambda: factory(project) if factory else storage_client(project, extra)
+            )
+            return found
+
+        return preflight.checks(job, settings, plan, list_jobs, quota_infos, staging)
+
+    def cost(self, job: TrainingJob, settings: VertexSettings, plan: Plan) -> pricing.Cost:
+        return prices.cost(job, settings, plan)
 
     def _render(self, job: TrainingJob, settings: VertexSettings, plan: Plan, ids: Ids) -> Request:
         identity = ids.identity

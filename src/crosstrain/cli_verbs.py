@@ -1,0 +1,205 @@
+"""CLI verbs beside `crosstrain.cli`: `config`'s parser, and the verbs that look before anything is paid for:
+`crosstrain prices` (the price table crosstrain ships, and `--refresh` from the public price APIs) and
+`crosstrain check` (a read-only preflight per target).
+
+`crosstrain.cli` adds their parsers and runs them; this module prints as it does (results on stdout, narration
+on stderr, every text redacted and made safe for a terminal, `--json` on stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from crosstrain.errors import ExitCode, Problem, SpecError
+from crosstrain.safe import json_text, redact, terminal
+
+
+def _say(message: str) -> None:
+    print(terminal(redact(message)), file=sys.stderr)
+
+
+def _show(text: str) -> None:
+    print(terminal(redact(text)))
+
+
+def _print_json(data: Any) -> None:
+    print(json_text(json.dumps(data, indent=2, ensure_ascii=False)))
+
+
+CONFIG_HELP = """keys: TARGET.SETTING (vertex.region) for the defaults, profiles.NAME.TARGET.SETTING (or
+--profile NAME) for a profile's. Where a value comes from, lowest first: built-in defaults, the config file's
+defaults, its profile, environment variables, the job file's targets section, --set. The file:
+$CROSSTRAIN_CONFIG, else $XDG_CONFIG_HOME/crosstrain/config.toml, else ~/.config/crosstrain/config.toml."""
+
+
+def add_config_parser(verbs: Any, epilog: str, parser_class: type[argparse.ArgumentParser], profile_arg: Any) -> None:
+    """`crosstrain config ACTION`: gcloud's `config` and az's defaults, for crosstrain's settings."""
+    text, raw = (
+        "read and write this user's defaults for each target (the config file)",
+        argparse.RawDescriptionHelpFormatter,
+    )
+    config = verbs.add_parser(
+        "config", help=text, description=f"{text}.\n\n{CONFIG_HELP}", epilog=epilog, formatter_class=raw
+    )
+    actions = config.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=parser_class)
+    for name, text, takes in (
+        ("get", "print the value the config file sets for KEY", ("key",)),
+        ("set", "check VALUE against the target's setting, then write it to the config file", ("key", "value")),
+        ("unset", "remove KEY from the config file", ("key",)),
+        ("list", "every setting the config file holds, checked against its target", ()),
+        ("path", "print where the config file is (whether or not it exists)", ()),
+    ):
+        p = actions.add_parser(
+            name, help=text, description=f"{text}.\n\n{CONFIG_HELP}", epilog=epilog, formatter_class=raw
+        )
+        p.add_argument("--json", action="store_true", help="machine-readable output on stdout, errors included")
+        for arg in takes:
+            p.add_argument(
+                arg,
+                metavar=arg.upper(),
+                help="TARGET.SETTING, or profiles.NAME.TARGET.SETTING" if arg == "key" else None,
+            )
+        if takes:
+            profile_arg(p, "the profile whose KEY this is (as profiles.NAME.KEY)")
+
+
+def add_prices_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "items", nargs="*", metavar="ITEM", help="only these machine types, GPUs or VM sizes (a part of the name)"
+    )
+    p.add_argument("-t", "--target", action="append", help="only this target's prices (repeatable)")
+    p.add_argument(
+        "--refresh",
+        action="store_true",
+        help="reread the prices of the table's items from the public price APIs that need no key (Azure's Retail "
+        "Prices API) and show what changed",
+    )
+    p.add_argument(
+        "--write", action="store_true", help="with --refresh: save the reread prices in the table crosstrain ships"
+    )
+    p.add_argument("--api-url", help="with --refresh: read this price API instead (a mirror, or a test's server)")
+
+
+def _priced_targets(only: list[str] | None) -> list[tuple[str, Any]]:
+    from crosstrain.registry import BUILTIN_BACKENDS, get_backend_class
+
+    found = []
+    for name in only or list(BUILTIN_BACKENDS):
+        cls = get_backend_class(name)
+        if cls.price_package is not None:
+            found.append((name, cls))
+        elif only:
+            raise SpecError(
+                [Problem("--target", f"{name} prices nothing (it runs on your own machines)", "pick a cloud target")]
+            )
+    return found
+
+
+def cmd_prices(args: argparse.Namespace) -> int:
+    from crosstrain import pricing
+
+    if (args.write or args.api_url) and not args.refresh:
+        raise SpecError([Problem("--write" if args.write else "--api-url", "goes with --refresh", "add --refresh")])
+    wanted = [item.lower() for item in args.items]
+    rows: list[dict[str, Any]] = []
+    refreshed: dict[str, Any] = {}
+    for name, cls in _priced_targets(args.target):
+        table = pricing.shipped(cls.price_package)
+        kept = [p for p in table if not wanted or any(w in p.item.lower() for w in wanted)]
+        if args.refresh:
+            got = cls.refresh_prices(sorted({p.item for p in kept}), args.api_url)
+            if got is None:
+                _say(f"{name}: no price API without a key; its table stays as shipped")
+            else:
+                new, said = got
+                for line in said:
+                    _say(f"{name}: {line}")
+                refreshed[name] = _changes(kept, new)
+                if args.write and new:
+                    items = {p.item for p in new}
+                    merged = [p for p in table if p.item not in items] + new
+                    path = pricing.shipped_path(cls.price_package)
+                    path.write_text(json.dumps(pricing.dump(merged), indent=1) + "\n", encoding="utf-8")
+                    pricing.shipped.cache_clear()
+                    _say(f"{name}: wrote {len(new)} prices to {path}")
+                kept = new or kept
+        rows += [_row(name, p) for p in kept]
+    if args.json:
+        _print_json({"prices": rows, **({"refreshed": refreshed} if args.refresh else {})})
+        return ExitCode.OK
+    for row in rows:
+        tier = "spot" if row["spot"] else "on-demand"
+        _show(
+            f"{row['target']:<15} {row['item']:<28} {row['region'] or '(not stated)':<16} {tier:<10} "
+            f"${row['usd_per_hour']:>10.4f}/h  read {row['read']}  {row['source']}"
+        )
+    for name, change in refreshed.items():
+        counts = f"{len(change['changed'])} changed, {len(change['new'])} new, {len(change['gone'])} no longer listed"
+        _say(f"{name}: {counts}")
+        for item in change["changed"]:
+            tier = "spot" if item["spot"] else "on-demand"
+            _say(f"  {item['item']} {item['region']} {tier}: {item['was']} -> {item['now']}")
+    if not rows:
+        _say("no prices match")
+    return ExitCode.OK
+
+
+def _row(target: str, price: Any) -> dict[str, Any]:
+    return {
+        "target": target,
+        "item": price.item,
+        "region": price.region,
+        "spot": price.spot,
+        "usd_per_hour": price.usd_per_hour,
+        "source": price.source.url,
+        "read": price.source.read,
+    }
+
+
+def _changes(old: list[Any], new: list[Any]) -> dict[str, list[dict[str, Any]]]:
+    was = {(p.item, p.region, p.spot): p.usd_per_hour for p in old}
+    now = {(p.item, p.region, p.spot): p.usd_per_hour for p in new}
+
+    def key(k: tuple[str, str, bool]) -> dict[str, Any]:
+        return {"item": k[0], "region": k[1], "spot": k[2]}
+
+    return {
+        "changed": [{**key(k), "was": was[k], "now": v} for k, v in sorted(now.items()) if k in was and was[k] != v],
+        "new": [{**key(k), "now": v} for k, v in sorted(now.items()) if k not in was],
+        "gone": [key(k) for k in sorted(was) if k not in now],
+    }
+
+
+def add_check_parser(p: argparse.ArgumentParser, spec_args: Any) -> None:
+    spec_args(p, many_targets=True)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """`crosstrain check JOB [-t TARGET]...`: exit 0 when every check of every target passes, 7 when one fails."""
+    from crosstrain import api, untrusted
+    from crosstrain.loader import job_from_dict
+    from crosstrain.settings import parse_assignments
+
+    text, name = untrusted.read_text(args.job, untrusted.JOB)
+    job = job_from_dict(untrusted.parse_yaml(text, untrusted.JOB, name), source=name).loaded_from(args.job)
+    reports = api.check(job, args.target, settings=parse_assignments(args.settings), config_profile=args.profile)
+    return show_reports(list(reports.values()), as_json=args.json)
+
+
+def show_reports(reports: list[Any], *, as_json: bool, out: Any = None) -> int:
+    """Print the reports (JSON on stdout, or a line per check); the exit code they mean."""
+    ok = all(report.ok for report in reports)
+    if as_json:
+        _print_json({"ok": ok, "targets": {report.target: report.to_dict() for report in reports}})
+    else:
+        show = _show if ok else _say
+        for report in reports:
+            show(f"{report.target}: " + ("can start the job now" if report.ok else "cannot start the job now"))
+            for check in report.checks:
+                show("  " + str(check).replace("\n", "\n  "))
+    if not reports:
+        _say("no target to check: the job file names none (pass -t TARGET)")
+    return ExitCode.OK if ok and reports else ExitCode.CHECK_FAILED
