@@ -79,6 +79,9 @@ class Request:
     inputs: Mapping[str, CodeRef] = field(default_factory=dict)
     #: Where a function job's rank 0 leaves what the function returned (`JobHandle.result` reads it there).
     result_at: str = ""
+    #: A sweep whose trials crosstrain chooses and sends as one create call each (Databricks): its metric, goal and
+    #: each trial's number, parameters, identity and results file; None for a job.
+    sweep: Mapping[str, Any] | None = None
 
     @property
     def create(self) -> HttpCall:
@@ -97,6 +100,7 @@ class Request:
             **({"build_context": self.build_context.to_dict()} if self.build_context else {}),
             **({"inputs": {name: ref.to_dict() for name, ref in self.inputs.items()}} if self.inputs else {}),
             **({"result_at": self.result_at} if self.result_at else {}),
+            **({"sweep": dict(self.sweep)} if self.sweep is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -116,6 +120,7 @@ class Request:
             build_context=_code_ref(data.get("build_context")),
             inputs={str(n): ref for n, r in (data.get("inputs") or {}).items() if (ref := _code_ref(r)) is not None},
             result_at=str(data.get("result_at") or ""),
+            sweep=dict(data["sweep"]) if isinstance(data.get("sweep"), Mapping) else None,
         )
 
     def _repr_html_(self) -> str:
