@@ -206,21 +206,9 @@ def send(
     )
 
 
-def parse_results(text: str, metric: str) -> dict[str, Any] | None:
-    """The last report of `metric` in a results file's text (with its step), or None."""
-    last = None
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-            if isinstance(entry, dict) and metric in (entry.get("metrics") or {}):
-                last = {"value": float(entry["metrics"][metric]), "step": entry.get("step")}
-        except (ValueError, TypeError, AttributeError):
-            continue
-    return last
-
-
 def _reported(backend: WorkspaceBackend[Any, Any], w: WorkspaceClient, location: str, metric: str) -> Any:
     from crosstrain.backends._databricks import WorkspaceFiles
+    from crosstrain.runtime.sweep import last_report
 
     if not location:
         return None
@@ -230,7 +218,7 @@ def _reported(backend: WorkspaceBackend[Any, Any], w: WorkspaceClient, location:
         size = files.size(path)
         if not size:
             return None
-        return parse_results(files.chunk(path, 0, min(size, 16 * 1024 * 1024)).decode("utf-8", "replace"), metric)
+        return last_report(files.chunk(path, 0, min(size, 16 * 1024 * 1024)).decode("utf-8", "replace"), metric)
     except CrosstrainError:  # the metric is an aid: the trial's state stands without it
         return None
 
