@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from crosstrain.backends._databricks_sweep import trial_token
-from crosstrain.errors import Unsupported
+from crosstrain.errors import SpecError, Unsupported
 from crosstrain.loader import job_from_dict
 from crosstrain.records import JobHandle, JobState, Request
 from crosstrain.registry import create_backend
@@ -191,3 +191,14 @@ def test_a_sweep_where_no_trial_reported_failed_with_the_reason(clean_env: None)
         status = backend.status(handle)
         assert status.state is JobState.FAILED
         assert "no trial reported val_loss" in status.message
+
+
+def test_a_sweep_request_whose_runs_were_edited_is_refused_before_anything_is_sent(clean_env: None) -> None:
+    with DatabricksPlatform() as platform:
+        backend = platform.backend()
+        request = backend.render(job_from_dict(job("databricks")), dict(platform.settings))
+        edited = Request.from_dict({**request.to_dict(), "calls": [c.to_dict() for c in request.calls[:-1]]})
+        with pytest.raises(SpecError, match="render the sweep again"):
+            platform.backend().send(edited)
+        assert platform.workspace.runs == {}
+        assert platform.workspace.files == {}  # nothing uploaded either

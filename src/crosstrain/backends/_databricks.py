@@ -574,6 +574,7 @@ class WorkspaceBackend(Backend[WS, P]):
             from crosstrain.backends import _databricks_sweep
 
             runs = [adaptor.submit_arguments(c.body) for c in request.calls if _databricks_sweep.is_submit(c)]
+            _databricks_sweep.check_runs(request, runs)
             self._upload(w, request, settings)
             return _databricks_sweep.send(self, request, w, settings.host, profile, runs)
         kwargs = adaptor.submit_arguments(request.create.body)  # before anything is sent

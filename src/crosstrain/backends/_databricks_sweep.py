@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from crosstrain import sweep as sweeps
-from crosstrain.errors import CrosstrainError, Problem
+from crosstrain.errors import CrosstrainError, Problem, SpecError
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, Request
 
 if TYPE_CHECKING:
@@ -137,7 +137,8 @@ def render(backend: WorkspaceBackend[Any, Any], job: TrainingJob, settings: Any,
     note = (
         f"a sweep of {len(chosen)} trials ({sweep.algorithm}, chosen by crosstrain: {WHY.split(': ')[0]}), each "
         f"its own one-time run whose idempotency token is the sweep's identity and the trial's number; all are "
-        f"submitted at once (parallel_trials {sweep.parallel_trials} is not enforced: the workspace queues them)"
+        f"submitted at once (parallel_trials {sweep.parallel_trials} is not enforced: the workspace runs them as "
+        "its capacity allows)"
     )
     if folder:
         note += f"; each reports {sweep.metric} with crosstrain.runtime.report to {folder[1]}/trial-N.jsonl"
@@ -149,6 +150,23 @@ def render(backend: WorkspaceBackend[Any, Any], job: TrainingJob, settings: Any,
     calls = tuple(call for group in uploads.values() for call in group) + tuple(submits)
     spec = {"metric": sweep.metric, "goal": sweep.goal, "algorithm": sweep.algorithm, "trials": trials}
     return dataclasses.replace(first, identity=ids.identity, calls=calls, notes=(note, *first.notes), sweep=spec)
+
+
+def check_runs(request: Request, arguments: list[dict[str, Any]]) -> None:
+    """The request's trials are the runs it sends, each by its idempotency token (checked before any upload)."""
+    trials = list((request.sweep or {}).get("trials") or [])
+    tokens = [kwargs.get("idempotency_token") for kwargs in arguments]
+    if tokens != [trial.get("token") for trial in trials]:  # each trial deduped by the token its run is sent with
+        raise SpecError(
+            [
+                Problem(
+                    "sweep.trials",
+                    f"the request's trials ({len(trials)}) are not the runs it sends ({len(arguments)}), each by its "
+                    "idempotency token",
+                    "render the sweep again instead of editing its runs",
+                )
+            ]
+        )
 
 
 def send(
@@ -166,8 +184,6 @@ def send(
 
     spec = dict(request.sweep or {})
     trials = [dict(t) for t in spec.get("trials") or []]
-    if len(trials) != len(arguments):
-        raise SubmitError(f"the request names {len(trials)} trials and sends {len(arguments)} runs: render it again")
     console = ""
     for trial, kwargs in zip(trials, arguments, strict=True):
 
