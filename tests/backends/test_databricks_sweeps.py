@@ -19,6 +19,7 @@ from crosstrain.records import JobHandle, JobState, Request
 from crosstrain.registry import create_backend
 from crosstrain.sweep import trials
 from tests.backends.databricks_workspace import DatabricksAIRPlatform, DatabricksPlatform
+from tests.backends.test_databricks_air import _stable
 
 HOST = {"host": "https://dbc-1234abcd-5678.cloud.databricks.com"}
 MACHINES = {"databricks": "T4:1", "databricks-air": "H100:8"}
@@ -202,3 +203,13 @@ def test_a_sweep_request_whose_runs_were_edited_is_refused_before_anything_is_se
             platform.backend().send(edited)
         assert platform.workspace.runs == {}
         assert platform.workspace.files == {}  # nothing uploaded either
+
+
+def test_golden_file_of_a_grid_sweep() -> None:
+    """Every call a 4-trial grid sweep sends on databricks: the shared uploads once, then one runs/submit per
+    trial. Regenerate with `CROSSTRAIN_UPDATE_GOLDEN=1`."""
+    text = _stable(render("databricks", job("databricks")))
+    path = Path(__file__).parent / "golden" / "databricks" / "sweep-grid.json"
+    if os.environ.get("CROSSTRAIN_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.read_text() == text, f"{path.name} differs; regenerate with CROSSTRAIN_UPDATE_GOLDEN=1"
