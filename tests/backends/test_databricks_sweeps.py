@@ -213,3 +213,18 @@ def test_golden_file_of_a_grid_sweep() -> None:
     if os.environ.get("CROSSTRAIN_UPDATE_GOLDEN"):
         path.write_text(text)
     assert path.read_text() == text, f"{path.name} differs; regenerate with CROSSTRAIN_UPDATE_GOLDEN=1"
+
+
+def test_wait_follows_the_trials_to_the_end_and_names_the_best(clean_env: None) -> None:
+    with DatabricksAIRPlatform() as platform:
+        backend = platform.backend()
+        handle = backend.submit(job_from_dict(job("databricks-air")), dict(platform.settings))
+        for trial, loss in zip(handle.ref["sweep"]["trials"], (0.4, 0.3, 0.2, 0.1), strict=True):
+            set_run(platform, trial["run_id"], "TERMINATED/SUCCESS")
+            platform.workspace.files[trial["results"]] = json.dumps({"step": 3, "metrics": {"val_loss": loss}}).encode()
+        seen: list[str] = []
+        status = backend.wait(handle, poll_interval=0.01, progress=lambda s: seen.append(s.message))
+        assert status.state is JobState.SUCCEEDED
+        assert status.message.endswith("best: trial 4 (lr=0.1, optimizer=sgd), val_loss 0.1")
+        assert seen
+        assert handle.ref["outcome"]["sweep"]["best"]["step"] == 3

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -273,8 +272,9 @@ def status(backend: WorkspaceBackend[Any, Any], handle: JobHandle) -> JobStatus:
     else:
         state = JobState.SUCCEEDED if best is not None else JobState.FAILED
     message = f"{len(results)} trials: {said}"
-    if best is not None and math.isfinite(best["value"]):
-        message += f"; best so far: trial {best['trial']} ({shown(best['params'])}), {metric} {best['value']:.6g}"
+    if best is not None:
+        which = "best" if state.terminal else "best so far"
+        message += f"; {which}: trial {best['trial']} ({shown(best['params'])}), {metric} {best['value']:.6g}"
     elif state.terminal:
         message += f"; no trial reported {metric} (crosstrain.runtime.report, with output_dir on a volume)"
     if isinstance(handle.ref, dict):  # what `status --json` prints, and the notebook's table of trials
