@@ -228,3 +228,18 @@ def test_wait_follows_the_trials_to_the_end_and_names_the_best(clean_env: None) 
         assert status.message.endswith("best: trial 4 (lr=0.1, optimizer=sgd), val_loss 0.1")
         assert seen
         assert handle.ref["outcome"]["sweep"]["best"]["step"] == 3
+
+
+def test_a_trial_whose_submit_answer_was_lost_is_started_once(clean_env: None) -> None:
+    """A trial's runs/submit fails with a 500, then takes effect with its answer lost (the connection drops): the
+    retries send the same token, and the workspace holds one run per trial."""
+    with DatabricksPlatform() as platform:
+        backend = platform.backend()
+        request = backend.render(job_from_dict(job("databricks")), dict(platform.settings))
+        platform.workspace.inject("create", "error", "drop")
+        handle = backend.send(request)
+        assert platform.workspace.played["error"] == 1
+        assert platform.workspace.played["drop"] == 1
+        assert len(platform.workspace.runs) == 4
+        assert len({t["run_id"] for t in handle.ref["sweep"]["trials"]}) == 4
+        assert len(platform.workspace.submits()) == 6  # one trial sent three times
