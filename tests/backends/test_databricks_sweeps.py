@@ -153,6 +153,8 @@ def test_submit_sends_each_trial_once_and_a_re_submit_starts_none_again(clean_en
         assert [t["run_id"] for t in again.ref["sweep"]["trials"]] == [t["run_id"] for t in trials_]
         loaded = JobHandle.loads(str(handle))
         assert loaded.ref["sweep"] == handle.ref["sweep"]
+        assert platform.backend().status(loaded).native_state == "4 trials"  # a handle read back from its text
+        assert len(loaded.ref["outcome"]["sweep"]["trials"]) == 4
 
 
 @pytest.mark.parametrize("target", TARGETS)
