@@ -501,19 +501,24 @@ def _wait(
     except (JobFailed, WaitTimeout) as exc:
         status = handle.status(**(settings or {}))
         if as_json:
-            _print_json({"identity": handle.identity, **status.to_dict(), "error": str(exc)})
+            _print_json({"identity": handle.identity, **status.to_dict(), **_outcome(handle), "error": str(exc)})
         _say(str(exc))
         return exc.exit_code
     if as_json:
-        _print_json({"identity": handle.identity, **status.to_dict()})
+        _print_json({"identity": handle.identity, **status.to_dict(), **_outcome(handle)})
     return ExitCode.OK
+
+
+def _outcome(handle: Any) -> dict[str, Any]:  # a sweep's trials and best, kept on the handle by its status read
+    outcome = handle.ref.get("outcome") if isinstance(handle.ref, dict) else None
+    return {"outcome": outcome} if isinstance(outcome, dict) and "sweep" in outcome else {}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
     status = handle.status(**_handle_settings(args))
     if args.json:
-        _print_json({"identity": handle.identity, "target": handle.target, **status.to_dict()})
+        _print_json({"identity": handle.identity, "target": handle.target, **status.to_dict(), **_outcome(handle)})
     else:
         on = colour.enabled(sys.stdout)
         rest = f"\t{status.native_state}\t{status.message}".rstrip()

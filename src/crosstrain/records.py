@@ -85,6 +85,9 @@ class Request:
     #: from such a file keeps what it said as `cost_said`, data shown again and never acted on.
     cost: Cost | None = field(default=None, compare=False)
     cost_said: Mapping[str, Any] | None = field(default=None, compare=False)
+    #: A sweep whose trials crosstrain chooses and sends as one create call each (Databricks): its metric, goal and
+    #: each trial's number, parameters, identity and results file; None for a job.
+    sweep: Mapping[str, Any] | None = None
 
     @property
     def create(self) -> HttpCall:
@@ -103,6 +106,7 @@ class Request:
             **({"build_context": self.build_context.to_dict()} if self.build_context else {}),
             **({"inputs": {name: ref.to_dict() for name, ref in self.inputs.items()}} if self.inputs else {}),
             **({"result_at": self.result_at} if self.result_at else {}),
+            **({"sweep": dict(self.sweep)} if self.sweep is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -129,6 +133,7 @@ class Request:
             inputs={str(n): ref for n, r in (data.get("inputs") or {}).items() if (ref := _code_ref(r)) is not None},
             result_at=str(data.get("result_at") or ""),
             cost_said=data["cost"] if isinstance(data.get("cost"), Mapping) else None,
+            sweep=dict(data["sweep"]) if isinstance(data.get("sweep"), Mapping) else None,
         )
 
     def _repr_html_(self) -> str:

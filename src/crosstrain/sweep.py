@@ -382,7 +382,7 @@ def refusals(job: Any, support: SweepSupport | None, target: str) -> list[Proble
                 "sweep",
                 f"{target} has no hyperparameter tuning in crosstrain: no tuning service it renders for, and no "
                 "trials it runs itself there yet",
-                "remove `sweep:`, or use --target vertex, aiplatform, azureml or local",
+                "remove `sweep:`, or use --target vertex, aiplatform, azureml, databricks, databricks-air or local",
             )
         ]
     why = dict(support.why_not)

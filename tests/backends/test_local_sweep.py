@@ -81,3 +81,5 @@ def test_the_example_runs_its_trials_here_and_names_the_best(tmp_path: Path) -> 
     handle = tmp_path / "sweeps" / result["identity"] / "handle.json"
     shown = cli("status", str(handle), timeout=120)
     assert "best: trial 3 (lr=0.05)" in shown.stdout, shown.stderr
+    said = json.loads(cli("status", str(handle), "--json", timeout=120).stdout)
+    assert said["outcome"]["sweep"]["best"]["trial"] == 3  # every trial, and the best, with --json

@@ -570,6 +570,13 @@ class WorkspaceBackend(Backend[WS, P]):
         settings = self.request_settings(request)
         profile = settings.profile if trusted else self._profile_for(settings.profile)
         w = self._client(settings.host, profile)
+        if request.sweep is not None:  # one runs/submit per trial, each checked before anything is sent
+            from crosstrain.backends import _databricks_sweep
+
+            runs = [adaptor.submit_arguments(c.body) for c in request.calls if _databricks_sweep.is_submit(c)]
+            _databricks_sweep.check_runs(request, runs)
+            self._upload(w, request, settings)
+            return _databricks_sweep.send(self, request, w, settings.host, profile, runs)
         kwargs = adaptor.submit_arguments(request.create.body)  # before anything is sent
         self._upload(w, request, settings)
         # Databricks dedupes by the idempotency token (the identity): a retry after an unknown outcome, or a
@@ -637,6 +644,10 @@ class WorkspaceBackend(Backend[WS, P]):
         from crosstrain.adaptors import databricks as adaptor
 
         uploads_ = request.calls[:-1]
+        if request.sweep is not None:  # a sweep's uploads come before its runs/submit calls, one per trial
+            from crosstrain.backends._databricks_sweep import is_submit
+
+            uploads_ = tuple(call for call in request.calls if not is_submit(call))
         for i, call in enumerate(uploads_):  # every path checked before anything is sent
             _check_upload_call(call, settings, f"calls[{i}]")
         bundle = self._sent_bundle(request)
@@ -693,5 +704,9 @@ class WorkspaceBackend(Backend[WS, P]):
                 self._safe_call(import_file, "workspace/import")
 
     def cancel(self, handle: JobHandle) -> None:
+        if "sweep" in handle.ref:  # every trial's run
+            from crosstrain.backends import _databricks_sweep
+
+            return _databricks_sweep.cancel(self, handle)
         run_id = int(handle.ref["run_id"])
         self._safe_call(partial(self._handle_client(handle).jobs.cancel_run, run_id), f"runs/cancel {run_id}")

@@ -184,8 +184,15 @@ def _append(path: str, values: Mapping[str, float], step: int | None, env: Mappi
     if folder:
         os.makedirs(folder, exist_ok=True)
     entry: dict[str, Any] = {"trial": trial_id(env), "step": step, "time": time.time(), "metrics": dict(values)}
-    with open(path, "a") as out:
-        out.write(json.dumps(entry, sort_keys=True) + "\n")
+    try:
+        with open(path) as existing:
+            before = existing.read()
+    except OSError:
+        before = ""
+    # Written whole, never appended to: a Unity Catalog volume (a Databricks trial's results file) takes no
+    # appends through its FUSE mount, only files written from the start.
+    with open(path, "w") as out:
+        out.write(before + json.dumps(entry, sort_keys=True) + "\n")
 
 
 def _say_once(message: str) -> None:
@@ -196,16 +203,21 @@ def _say_once(message: str) -> None:
 
 def read_results(path: str, metric: str) -> dict[str, Any] | None:
     """The last report of `metric` in a results file (with its step), or None."""
-    last = None
     try:
         with open(path) as results:
-            for line in results:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict) and metric in (entry.get("metrics") or {}):
-                    last = {"value": float(entry["metrics"][metric]), "step": entry.get("step")}
+            return last_report(results.read(), metric)
     except OSError:
         return None
+
+
+def last_report(text: str, metric: str) -> dict[str, Any] | None:
+    """The last report of `metric` in a results file's text (with its step), or None."""
+    last = None
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+            if isinstance(entry, dict) and metric in (entry.get("metrics") or {}):
+                last = {"value": float(entry["metrics"][metric]), "step": entry.get("step")}
+        except (ValueError, TypeError, AttributeError):
+            continue
     return last

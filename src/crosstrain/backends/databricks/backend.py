@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from crosstrain import catalog, packaging, pricing, secrets, uploads
+from crosstrain.backends import _databricks_sweep
 from crosstrain.backends._databricks import VOLUME_REACH, Recorded, WorkspaceBackend
 from crosstrain.backends._databricks_checks import client_or_check
 from crosstrain.backends.base import (
@@ -111,6 +112,7 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         code=True,  # an archive on workspace files or a volume, unpacked on each node by the launcher
         requirements=True,  # task libraries: {pypi: {package: ...}}
         environments=True,  # a Databricks Runtime ML (RUNTIMES)
+        sweeps=_databricks_sweep.SUPPORT,  # grid or random, one runs/submit per trial
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
     patch_schema = "crosstrain.backends.databricks"  # its schema.json
@@ -146,7 +148,7 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         return prices.cost(job, settings, plan)
 
     def platform_refusals(self, job: TrainingJob, settings: DatabricksSettings) -> list[Problem]:
-        problems = []
+        problems = _databricks_sweep.refusals(job, settings)
         pool = job.pools()[0]
         if "CUDA_VISIBLE_DEVICES" in pool.env or "CUDA_VISIBLE_DEVICES" in pool.secrets:
             problems.append(
@@ -181,6 +183,8 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         return problems
 
     def _render(self, job: TrainingJob, settings: DatabricksSettings, planned: Planned, ids: Ids) -> Request:
+        if job.sweep is not None:  # one runs/submit per trial
+            return _databricks_sweep.render(self, job, settings, ids)
         plan, bundle = planned.shape, planned.bundle
         identity = ids.identity
         host, call = settings.host, planned.call
@@ -446,6 +450,8 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         return None if tags is None else Recorded(tags.get("crosstrain_job"), tags.get(FINGERPRINT_TAG))
 
     def status(self, handle: JobHandle) -> JobStatus:
+        if "sweep" in handle.ref:  # every trial's state and metric, and the best so far
+            return _databricks_sweep.status(self, handle)
         w = self._handle_client(handle)
         run = self._read_run(w, int(handle.ref["run_id"]))
         state, native, message = _state_of(run)

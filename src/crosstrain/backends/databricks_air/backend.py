@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from crosstrain import packaging, pricing
+from crosstrain.backends import _databricks_sweep
 from crosstrain.backends._databricks import (
     VOLUME_REACH,
     Recorded,
@@ -145,6 +146,7 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         code=True,  # the archive on workspace files or a volume, unpacked on each node by the command script
         requirements=True,  # environments[].spec.dependencies
         secret_stores=frozenset({"databricks"}),  # secret_env_vars.json beside the script, set by the launcher
+        sweeps=_databricks_sweep.SUPPORT,  # grid or random, one runs/submit per trial
     )
     identity_max_len = 64  # the longest idempotency_token Databricks takes
     patch_schema = "crosstrain.backends.databricks_air"
@@ -176,7 +178,7 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
 
     def platform_refusals(self, job: TrainingJob, settings: DatabricksAIRSettings) -> list[Problem]:
         pool = job.pools()[0]
-        problems = []
+        problems = _databricks_sweep.refusals(job, settings)
         for path, value, message, fix in (
             (
                 "network",
@@ -208,6 +210,8 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         return problems
 
     def _render(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan, ids: Ids) -> Request:
+        if job.sweep is not None:  # one runs/submit per trial
+            return _databricks_sweep.render(self, job, settings, ids)
         host, bundle = settings.host, plan.bundle
         calls = self._archive_calls(bundle, plan.archive_size, settings)
         root = settings.volume or settings.workspace_dir
@@ -404,6 +408,8 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
     def status(self, handle: JobHandle) -> JobStatus:
         """The run's state; while it waits, the task output's status_message (e.g. that it waits for GPUs); once
         failed, why, from the task output's error and trace."""
+        if "sweep" in handle.ref:  # every trial's state and metric, and the best so far
+            return _databricks_sweep.status(self, handle)
         w = self._handle_client(handle)
         run = self._read_run(w, int(handle.ref["run_id"]))
         state, native, message = state_of(run)

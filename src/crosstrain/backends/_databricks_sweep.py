@@ -1,0 +1,296 @@
+"""Sweeps on both Databricks targets: Databricks has no tuning service for runs, so crosstrain chooses the trials
+(grid or random, `crosstrain.sweep.trials`: the same trials as the local target's, on every machine) and sends one
+`runs/submit` per trial, each the job's own render with that trial's values placed, under one sweep identity.
+
+Each trial's idempotency token is the sweep's identity and the trial's number (`trial_token`), so a re-submit of
+the sweep (a retry, a second `submit`) starts no run twice. A trial reports its metric with
+`crosstrain.runtime.report` to a results file under the job's `output_dir` (a Unity Catalog volume or DBFS, files
+on every node), which status reads back through the Files API.
+
+The render side imports no SDK; status reads through the workspace machinery of `_databricks`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from crosstrain import sweep as sweeps
+from crosstrain.errors import CrosstrainError, Problem, SpecError
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, Request
+
+if TYPE_CHECKING:
+    from databricks.sdk import WorkspaceClient
+
+    from crosstrain.backends._databricks import WorkspaceBackend, WorkspaceSettings
+    from crosstrain.spec import TrainingJob
+
+WHY = (
+    "Databricks runs/submit has no tuning service: crosstrain chooses the trials itself, by grid or at random, "
+    "and sends one run per trial"
+)
+SUPPORT = sweeps.SweepSupport(
+    "Databricks",
+    frozenset({"grid", "random"}),
+    max_failed=False,
+    why_not=(("bayesian", WHY), ("early_stopping", WHY)),
+    chosen_here=True,
+)
+#: The longest idempotency_token runs/submit takes.
+TOKEN_MAX = 64
+SUBMIT_PATH = "/api/2.2/jobs/runs/submit"
+
+
+def trial_token(identity: str, index: int) -> str:
+    """The idempotency token of trial `index` of the sweep `identity`: the identity and `-t<index>`, with the
+    identity shortened (its digest kept, so two sweeps never share a token) where both exceed 64 characters."""
+    suffix = f"-t{index}"
+    if len(identity) + len(suffix) <= TOKEN_MAX:
+        return identity + suffix
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:8]
+    return f"{identity[: TOKEN_MAX - len(suffix) - len(digest) - 1]}-{digest}{suffix}"
+
+
+def is_submit(call: HttpCall) -> bool:
+    return call.method == "POST" and call.url.endswith(SUBMIT_PATH)
+
+
+def results_folder(output_dir: str | None, identity: str) -> tuple[str, str] | None:
+    """Where the trials' results files are: (as the nodes see it, as the Files API reads it), under the job's
+    output_dir on a Unity Catalog volume or DBFS; None where the job has no such output_dir."""
+    if not output_dir:
+        return None
+    folder = output_dir.rstrip("/")
+    if folder.startswith("/Volumes/"):
+        node, read = folder, folder
+    elif folder.startswith("dbfs:/"):
+        node, read = "/dbfs/" + folder.removeprefix("dbfs:/").lstrip("/"), folder
+    elif folder.startswith("/dbfs/"):
+        node, read = folder, "dbfs:/" + folder.removeprefix("/dbfs/")
+    else:
+        return None
+    return f"{node}/crosstrain-sweep/{identity}", f"{read}/crosstrain-sweep/{identity}"
+
+
+def refusals(job: TrainingJob, settings: WorkspaceSettings) -> list[Problem]:
+    """What a sweep cannot have on Databricks beyond its `Capabilities.sweeps`: a patch (it is one create call's,
+    and a sweep sends one per trial)."""
+    if job.sweep is None or settings.patch is None:
+        return []
+    return [
+        Problem(
+            "targets.patch",
+            "a patch applies to one runs/submit body, and a sweep sends one per trial",
+            "remove the patch, or submit each trial as a job of its own",
+        )
+    ]
+
+
+def shown(params: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={sweeps.text(value)}" for name, value in params.items())
+
+
+def _groups(calls: tuple[HttpCall, ...]) -> Iterator[tuple[HttpCall, ...]]:
+    """A render's uploads in groups, each a check (GET or HEAD) and the calls it guards (skipped together)."""
+    group: list[HttpCall] = []
+    for call in calls:
+        if call.method in ("GET", "HEAD") and group:
+            yield tuple(group)
+            group = []
+        group.append(call)
+    if group:
+        yield tuple(group)
+
+
+def render(backend: WorkspaceBackend[Any, Any], job: TrainingJob, settings: Any, ids: Any) -> Request:
+    """One runs/submit per trial, each the job's own render of that trial (its values placed, its results file
+    named), after the uploads of every trial, each upload once (the code archive is the same for all)."""
+    from crosstrain.backends.base import Ids
+
+    sweep = job.sweep
+    if sweep is None:
+        raise ValueError("render takes a job with a sweep")
+    folder = results_folder(job.output_dir, ids.identity)
+    chosen = sweeps.trials(sweep)
+    uploads: dict[str, tuple[HttpCall, ...]] = {}
+    submits: list[HttpCall] = []
+    trials: list[dict[str, Any]] = []
+    first: Request | None = None
+    for index, values in enumerate(chosen, 1):
+        token = trial_token(ids.identity, index)
+        node, read = (f"{folder[0]}/trial-{index}.jsonl", f"{folder[1]}/trial-{index}.jsonl") if folder else ("", "")
+        trial = sweeps.for_trial(job, str(index), values, node)
+        rendered = backend._render(trial, settings, backend.plan(trial, settings), Ids(token, ids.fingerprint))
+        first = first or rendered
+        for group in _groups(rendered.calls[:-1]):
+            uploads.setdefault(json.dumps([c.to_dict() for c in group], sort_keys=True), group)
+        said = shown(values)
+        body = {**rendered.create.body, "run_name": f"{job.name} trial {index}: {said}"}
+        purpose = f"trial {index} of {len(chosen)} ({said}): {rendered.create.purpose}"
+        submits.append(dataclasses.replace(rendered.create, body=body, purpose=purpose))
+        trials.append({"trial": index, "params": values, "token": token, "results": read})
+    assert first is not None  # a sweep has at least one trial
+    note = (
+        f"a sweep of {len(chosen)} trials ({sweep.algorithm}, chosen by crosstrain: {WHY.split(': ')[0]}), each "
+        f"its own one-time run whose idempotency token is the sweep's identity and the trial's number; all are "
+        f"submitted at once (parallel_trials {sweep.parallel_trials} is not enforced: the workspace runs them as "
+        "its capacity allows)"
+    )
+    if folder:
+        note += f"; each reports {sweep.metric} with crosstrain.runtime.report to {folder[1]}/trial-N.jsonl"
+    else:
+        note += (
+            f"; the trials' {sweep.metric} is not read back: set output_dir to a Unity Catalog volume "
+            "(/Volumes/...) or dbfs:/ for crosstrain.runtime.report's results files"
+        )
+    calls = tuple(call for group in uploads.values() for call in group) + tuple(submits)
+    spec = {"metric": sweep.metric, "goal": sweep.goal, "algorithm": sweep.algorithm, "trials": trials}
+    return dataclasses.replace(first, identity=ids.identity, calls=calls, notes=(note, *first.notes), sweep=spec)
+
+
+def check_runs(request: Request, arguments: list[dict[str, Any]]) -> None:
+    """The request's trials are the runs it sends, each by its idempotency token (checked before any upload)."""
+    trials = list((request.sweep or {}).get("trials") or [])
+    tokens = [kwargs.get("idempotency_token") for kwargs in arguments]
+    if tokens != [trial.get("token") for trial in trials]:  # each trial deduped by the token its run is sent with
+        raise SpecError(
+            [
+                Problem(
+                    "sweep.trials",
+                    f"the request's trials ({len(trials)}) are not the runs it sends ({len(arguments)}), each by its "
+                    "idempotency token",
+                    "render the sweep again instead of editing its runs",
+                )
+            ]
+        )
+
+
+def send(
+    backend: WorkspaceBackend[Any, Any],
+    request: Request,
+    w: WorkspaceClient,
+    host: str,
+    profile: str | None,
+    arguments: list[dict[str, Any]],
+) -> JobHandle:
+    """Submit every trial once (its token dedupes a retry and a re-submit), read each back, and check it was made
+    by this request; the handle holds every trial's run."""
+    from crosstrain.adaptors import databricks as adaptor
+    from crosstrain.errors import SubmitError
+
+    spec = dict(request.sweep or {})
+    trials = [dict(t) for t in spec.get("trials") or []]
+    console = ""
+    for trial, kwargs in zip(trials, arguments, strict=True):
+
+        def submit(kwargs: dict[str, Any] = kwargs) -> Any:
+            return adaptor.call(lambda: w.jobs.submit(**kwargs), "runs/submit")
+
+        waiter = backend.retry.create(
+            submit,
+            dedupes=backend.capabilities.dedupes_create,
+            identity=trial["token"],
+        )
+        run_id = int(waiter.run_id)
+        try:
+            run = backend._read_run(w, run_id)
+        except SubmitError as error:
+            raise SubmitError(
+                f"trial {trial['trial']}'s run {run_id} was submitted with token {trial['token']}, but reading it "
+                f"back failed: {error}. Submit the same sweep again to adopt its runs (each token returns its run)",
+                job_may_exist=True,
+            ) from error
+        recorded = backend.recorded(run)
+        if recorded is not None:
+            backend.check_same_request(request, recorded.fingerprint, f"run {run_id} on {host}")
+        trial["run_id"] = run_id
+        console = console or run.run_page_url or ""
+    ref = {
+        "host": host,
+        "profile": profile,
+        "run_id": trials[0]["run_id"],
+        "sweep": {"metric": spec.get("metric"), "goal": spec.get("goal"), "trials": trials},
+    }
+    return backend.issue(
+        JobHandle(
+            backend.name, request.identity, f"sweep-{request.identity}", console_url=console, ref=ref, adopted=False
+        )
+    )
+
+
+def _reported(backend: WorkspaceBackend[Any, Any], w: WorkspaceClient, location: str, metric: str) -> Any:
+    from crosstrain.backends._databricks import WorkspaceFiles
+    from crosstrain.runtime.sweep import last_report
+
+    if not location:
+        return None
+    path, dbfs = WorkspaceFiles.path(location)
+    files = WorkspaceFiles(w, backend._safe_call, dbfs=dbfs)
+    try:
+        size = files.size(path)
+        if not size:
+            return None
+        return last_report(files.chunk(path, 0, min(size, 16 * 1024 * 1024)).decode("utf-8", "replace"), metric)
+    except CrosstrainError:  # the metric is an aid: the trial's state stands without it
+        return None
+
+
+def status(backend: WorkspaceBackend[Any, Any], handle: JobHandle) -> JobStatus:
+    """Every trial's state, parameters and metric (where it reported one), and the best so far; kept on the
+    handle as its outcome (`--json`)."""
+    from crosstrain.backends._databricks import state_of
+
+    w = backend._handle_client(handle)
+    spec = handle.ref["sweep"]
+    metric, goal = str(spec.get("metric")), str(spec.get("goal"))
+    results: list[dict[str, Any]] = []
+    for trial in spec.get("trials") or []:
+        run = backend._read_run(w, int(trial["run_id"]))
+        state, native, _ = state_of(run)
+        found = _reported(backend, w, str(trial.get("results") or ""), metric)
+        results.append(
+            {
+                "trial": trial["trial"],
+                "params": trial["params"],
+                "state": state.value,
+                "native_state": native,
+                "run_id": trial["run_id"],
+                **({"value": found["value"], "step": found["step"]} if found else {}),
+            }
+        )
+    best = sweeps.best(goal, results)
+    states = [JobState(r["state"]) for r in results]
+    counts = {s: states.count(s) for s in JobState if s in states}
+    said = ", ".join(f"{n} {s.value.lower()}" for s, n in counts.items())
+    if not all(s.terminal for s in states):
+        state = JobState.RUNNING if JobState.RUNNING in states else JobState.QUEUED
+    elif JobState.CANCELLED in states and best is None:
+        state = JobState.CANCELLED
+    else:
+        state = JobState.SUCCEEDED if best is not None else JobState.FAILED
+    message = f"{len(results)} trials: {said}"
+    if best is not None:
+        which = "best" if state.terminal else "best so far"
+        message += f"; {which}: trial {best['trial']} ({shown(best['params'])}), {metric} {best['value']:.6g}"
+    elif state.terminal:
+        message += f"; no trial reported {metric} (crosstrain.runtime.report, with output_dir on a volume)"
+    if isinstance(handle.ref, dict):  # what `status --json` prints, and the notebook's table of trials
+        handle.ref["outcome"] = {
+            "state": state.value,
+            "message": message,
+            "sweep": {"metric": metric, "goal": goal, "trials": results, "best": best},
+        }
+    return JobStatus(state, f"{len(results)} trials", message)
+
+
+def cancel(backend: WorkspaceBackend[Any, Any], handle: JobHandle) -> None:
+    """Cancel every trial's run (a run that ended stays as it is)."""
+    from functools import partial
+
+    w = backend._handle_client(handle)
+    for trial in handle.ref["sweep"].get("trials") or []:
+        run_id = int(trial["run_id"])
+        backend._safe_call(partial(w.jobs.cancel_run, run_id), f"runs/cancel {run_id}")
