@@ -194,8 +194,14 @@ def read_rules(path: str, source: str, prefix: str, strip: int) -> Rules | None:
         raise unreadable(path, f"code: {source}", exc) from None
     finally:
         os.close(fd)
-    patterns = compile_lines(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogateescape").split("\n"))
+    patterns = _compiled_text(data)
     return Rules(source, prefix, strip, patterns) if patterns else None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_text(data: bytes) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:
+    """The patterns of an ignore file's bytes, compiled once per process for the same bytes."""
+    return compile_lines(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogateescape").split("\n"))
 
 
 def compile_lines(lines: Sequence[str]) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:

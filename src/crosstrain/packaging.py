@@ -372,9 +372,28 @@ def _module_path(here: Path, module: str) -> str | None:
     return None
 
 
+#: crosstrain's node-side files as last read, by the (size, mtime, inode) of each: read and hashed once per process.
+_RUNTIME: dict[tuple[tuple[int, int, int], ...], tuple[CodeFile, ...]] = {}
+
+
 def runtime_files() -> tuple[CodeFile, ...]:
-    """crosstrain's own files that run on the nodes, read from this installation."""
+    """crosstrain's own files that run on the nodes, read from this installation; read again only where one
+    of them changed (its size, mtime or inode), so a render costs a stat per file."""
     here = Path(__file__).parent
+    names = (*node_side_files(), "bootstrap.py")
+    stamps = []
+    for name in names:
+        info = os.stat(here / name)
+        stamps.append((info.st_size, info.st_mtime_ns, info.st_ino))
+    key = tuple(stamps)
+    cached = _RUNTIME.get(key)
+    if cached is None:
+        _RUNTIME.clear()
+        cached = _RUNTIME[key] = _read_runtime_files(here)
+    return cached
+
+
+def _read_runtime_files(here: Path) -> tuple[CodeFile, ...]:
     files = []
     for name in node_side_files():
         data = (here / name).read_bytes()
