@@ -28,7 +28,6 @@ they are written, so the digest that names an upload always names its bytes.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import contextvars
 import dataclasses
@@ -39,6 +38,7 @@ import gzip
 import hashlib
 import io
 import os
+import re
 import stat
 import tarfile
 import tempfile
@@ -341,50 +341,53 @@ def node_side_files() -> tuple[str, ...]:
         found.add(name)
         parts = name.split("/")[:-1]
         todo += ["/".join([*parts[:depth], "__init__.py"]) for depth in range(1, len(parts) + 1)]
-        for module in _crosstrain_imports(ast.parse((here / name).read_bytes())):
+        for module in _crosstrain_imports((here / name).read_text(encoding="utf-8")):
             path = _module_path(here, module)
             if path is not None:
                 todo.append(path)
     return tuple(sorted(found, key=lambda name: (name.count("/"), name)))
 
 
-def _crosstrain_imports(tree: ast.AST) -> Iterator[str]:
-    """The crosstrain modules (and names that may be modules) a module imports, outside `if TYPE_CHECKING:`.
-    Imports are statements, so only statement lists are walked (bodies, branches, handlers, cases), never an
-    expression: a tenth of the nodes."""
-    for node in _STATEMENTS.get(type(tree), lambda _: ())(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+#: A string that spans lines (a docstring): blanked before imports are looked for, so that an example in one
+#: is not read as an import.
+_LONG_STRING = re.compile(r"""(?s)('{3}|"{3}).*?(?<!\\)\1""")
+#: An import statement at the start of a line: its indent, and `from MODULE import NAMES` or `import NAMES`.
+_IMPORT = re.compile(r"^([ \t]*)(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)|import[ \t]+([^\n]*))", re.M)
+#: `if TYPE_CHECKING:`, whose block (and its `else`) holds imports for type checkers only.
+_TYPE_CHECKING = re.compile(r"^([ \t]*)if TYPE_CHECKING:", re.M)
+
+
+def _crosstrain_imports(source: str) -> Iterator[str]:
+    """The crosstrain modules (and names that may be modules) a module's source imports, at import time or in a
+    function, outside `if TYPE_CHECKING:`. Read from the lines themselves, not a syntax tree (parsing the node
+    side costs a cold `crosstrain render` a tenth of its time); the source is ruff-formatted, and
+    tests/test_packaging.py holds this reading to the syntax tree's for every module of the package."""
+    source = _LONG_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
+    skipped = []
+    for block in _TYPE_CHECKING.finditer(source):
+        indent, end = len(block.group(1)), block.end()
+        for line in re.finditer(r"^([ \t]*)(\S[^\n]*)", source[end:], re.M):
+            if len(line.group(1)) <= indent and not line.group(2).startswith(("else:", "elif ")):
+                skipped.append((block.start(), end + line.start()))
+                break
+        else:
+            skipped.append((block.start(), len(source)))
+    for found in _IMPORT.finditer(source):
+        if any(start <= found.start() < stop for start, stop in skipped):
             continue
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names if alias.name.split(".")[0] == "crosstrain")
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "crosstrain":
-            yield str(node.module)
-            yield from (f"{node.module}.{alias.name}" for alias in node.names)
-        yield from _crosstrain_imports(node)
+        module, names, plain = found.group(2), found.group(3), found.group(4)
+        if module is not None:
+            if module.split(".")[0] == "crosstrain":
+                yield module
+                yield from (f"{module}.{name}" for name in _names(names))
+        else:
+            yield from (name for name in _names(plain) if name.split(".")[0] == "crosstrain")
 
 
-def _nested(*fields: str) -> Any:
-    return lambda node: [child for field in fields for child in getattr(node, field)]
-
-
-#: For each kind of node that holds statements, the statements (or handlers, cases) right under it.
-_STATEMENTS: dict[type, Any] = {
-    ast.Module: _nested("body"),
-    ast.FunctionDef: _nested("body"),
-    ast.AsyncFunctionDef: _nested("body"),
-    ast.ClassDef: _nested("body"),
-    ast.If: _nested("body", "orelse"),
-    ast.For: _nested("body", "orelse"),
-    ast.AsyncFor: _nested("body", "orelse"),
-    ast.While: _nested("body", "orelse"),
-    ast.With: _nested("body"),
-    ast.AsyncWith: _nested("body"),
-    ast.Try: _nested("body", "handlers", "orelse", "finalbody"),
-    ast.ExceptHandler: _nested("body"),
-    ast.Match: _nested("cases"),
-    ast.match_case: _nested("body"),
-    **({ast.TryStar: _nested("body", "handlers", "orelse", "finalbody")} if hasattr(ast, "TryStar") else {}),  # type: ignore[attr-defined,unused-ignore]
-}
+def _names(text: str) -> list[str]:
+    """The names of an import's list (`a, b as c`, or in parentheses over lines, with comments)."""
+    text = re.sub(r"#[^\n]*", "", text.split(";")[0]).strip().strip("()")
+    return [part.split()[0] for part in text.split(",") if part.strip()]
 
 
 def _module_path(here: Path, module: str) -> str | None:
