@@ -25,7 +25,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--example", default=str(ROOT / "examples" / "ddp-quickstart" / "job.yaml"))
-    parser.add_argument("--target", default="vertex", help="target to render (default: vertex, whose SDK is the yardstick)")
+    parser.add_argument(
+        "--target", default="vertex", help="target to render (default: vertex, whose SDK is the yardstick)"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
 

@@ -501,7 +501,10 @@ def _local_output(target: str) -> contextlib.AbstractContextManager[Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    job = _load_job(args.job)
+    from crosstrain.backends._supervisor import timed
+
+    with timed("load the job file"):
+        job = _load_job(args.job)
     from crosstrain import api
 
     job = api.with_run_id(job, args.run_id)
@@ -512,7 +515,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         handle = api.submit(job, target, **settings)
         _say(f"submitted {handle.identity} to {handle.target}" + (" (it existed already)" if handle.adopted else ""))
         return _wait(handle, args.timeout, 1.0, args.json)
-    with _local_output(target):
+    with _local_output(target), timed("render, then run"):
         handle = api.submit(job, target, **settings)
     status = handle.status()
     if args.json:

@@ -42,6 +42,7 @@ import re
 import stat
 import tarfile
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -408,18 +409,22 @@ _RUNTIME: dict[tuple[tuple[int, int, int], ...], tuple[CodeFile, ...]] = {}
 def runtime_files() -> tuple[CodeFile, ...]:
     """crosstrain's own files that run on the nodes, read from this installation; read again only where one
     of them changed (its size, mtime or inode), so a render costs a stat per file."""
-    here = Path(__file__).parent
-    names = (*node_side_files(), "bootstrap.py")
     stamps = []
-    for name in names:
-        info = os.stat(here / name)
+    for path in _runtime_paths():
+        info = os.stat(path)
         stamps.append((info.st_size, info.st_mtime_ns, info.st_ino))
     key = tuple(stamps)
     cached = _RUNTIME.get(key)
     if cached is None:
         _RUNTIME.clear()
-        cached = _RUNTIME[key] = _read_runtime_files(here)
+        cached = _RUNTIME[key] = _read_runtime_files(Path(__file__).parent)
     return cached
+
+
+@functools.cache
+def _runtime_paths() -> tuple[str, ...]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return tuple(os.path.join(here, name) for name in (*node_side_files(), "bootstrap.py"))
 
 
 def _read_runtime_files(here: Path) -> tuple[CodeFile, ...]:
@@ -455,6 +460,7 @@ def _walk(
     count = 0
     while stack:
         prefix, current, here = stack.pop()
+        ignores.note(current)  # a folder's mtime moves when an entry is added, removed or renamed in it
         try:
             entries = sorted(os.scandir(current), key=lambda e: e.name)
         except OSError as exc:
@@ -630,6 +636,68 @@ def _bundle(
         _FUNCTIONS[function_digest] = function
     if folder is None:
         return _assemble(None, (), requirements, (), ignore_files, extra, function_digest)
+    replay_key = (str(folder), tuple(requirements), tuple(ignore_files), function_digest, limits, str(job_file))
+    replayed = _replayed(replay_key)
+    if replayed is not None:
+        return replayed
+    started = time.time_ns()
+    with ignores.recording() as consulted:
+        made = _listed(folder, requirements, ignore_files, limits, extra, function_digest, job_file)
+    paths = [*consulted, *(f.source for f in made.user_files), *([job_file] if job_file is not None else [])]
+    stamps = tuple((str(path), _stamp(str(path))) for path in paths)
+    if not any(stamp is not None and stamp[-1] >= started - RACY_NS for _, stamp in stamps):
+        if len(_LISTED) > 16:
+            _LISTED.clear()
+        _LISTED[replay_key] = (stamps, made, runtime_files())
+    return made
+
+
+#: Bundles of folders listed before in this process, with the (l)stat of every path their listing read or looked
+#: for (the folders walked, the ignore files and `.git`, each file shipped, the job file): while none of those
+#: moved, listing again would give the same bundle, so a render costs a stat per path instead of a listing.
+_LISTED: dict[tuple[Any, ...], tuple[tuple[tuple[str, tuple[int, ...] | None], ...], Bundle, tuple[CodeFile, ...]]] = {}
+#: A path changed this close (ns) before its listing started is not trusted to be unchanged while its stat is:
+#: file times tick coarsely (a few ms), so a change in the same tick would keep the stat (git's "racy" files).
+RACY_NS = 1_000_000_000
+
+
+def _stamp(path: str) -> tuple[int, ...] | None:
+    """What a listing relies on about `path`: its type, inode, size and mtime, and its target's where it is a
+    link; None where there is nothing there."""
+    try:
+        link = os.lstat(path)
+    except OSError:
+        return None
+    try:
+        info = os.stat(path) if stat.S_ISLNK(link.st_mode) else link
+    except OSError:
+        info = link
+    return (link.st_mode, link.st_ino, link.st_mtime_ns, info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _replayed(key: tuple[Any, ...]) -> Bundle | None:
+    """The bundle listed before under `key`, where nothing it read has moved since (and crosstrain's own files
+    are those it holds)."""
+    entry = _LISTED.get(key)
+    if entry is None:
+        return None
+    stamps, made, runtime = entry
+    if runtime_files() is not runtime or any(_stamp(path) != stamp for path, stamp in stamps):
+        del _LISTED[key]
+        return None
+    _MADE.setdefault(made.digest, made)
+    return made
+
+
+def _listed(
+    folder: Path,
+    requirements: Sequence[str],
+    ignore_files: Sequence[str],
+    limits: Limits | None,
+    extra: tuple[CodeFile, ...],
+    function_digest: str,
+    job_file: Path | None,
+) -> Bundle:
     limits = limits or Limits()
     folder = Path(os.path.abspath(folder))
     try:

@@ -449,7 +449,7 @@ class LocalBackend(Backend[LocalSettings, None]):
 
     # -- run -------------------------------------------------------------------------------------------------
     def send(self, request: Request) -> JobHandle:
-        from crosstrain.backends._supervisor import Process, supervise
+        from crosstrain.backends._supervisor import Process, supervise, timed
 
         body = request.create.body
         if importlib.util.find_spec("torch") is None:
@@ -472,7 +472,8 @@ class LocalBackend(Backend[LocalSettings, None]):
             cwd = body["workdir"]
             if request.code is not None:
                 stage = stack.enter_context(tempfile.TemporaryDirectory(prefix="crosstrain-code-"))
-                cwd = cwd.replace(STAGE_DIR, _stage(request.code, Path(stage)))
+                with timed("stage the code"):
+                    cwd = cwd.replace(STAGE_DIR, _stage(request.code, Path(stage)))
             outcome = supervise(
                 processes,
                 cwd=cwd,
