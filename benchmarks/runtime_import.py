@@ -1,8 +1,9 @@
 """Cold `import crosstrain.runtime` against a bare `import torch`, as fresh processes interleaved in one run.
 
 The runtime is imported by every training process (and the launcher, once per node) before anything else, so it
-must cost next to nothing beside torch itself: it loads only the standard library. The result is the ratio of
-medians (goal: at most 0.1). Needs torch (`pip install 'crosstrain[runtime]'`) for the comparison side.
+must cost next to nothing: it loads only its own `__init__.py`, each name on first use. The result is the import's
+cost beyond Python's own start-up (goal: at most +25 ms), and its ratio to `import torch`'s. Needs torch
+(`pip install 'crosstrain[runtime]'`) for the comparison side.
 
     python benchmarks/runtime_import.py [--rounds 15] [--json]
 """
@@ -40,15 +41,15 @@ def main() -> int:
         "runtime_import_median_s": round(own, 4),
         "torch_import_median_s": round(torch_cost, 4),
         "ratio": round(own / torch_cost, 4),
-        "goal": 0.1,
+        "goal_ms": 25,
     }
     if args.json:
         print(json.dumps(result))
     else:
         print(f"python start-up:            median {measured[baseline] * 1000:.0f} ms over {args.rounds} runs")
-        print(f"import crosstrain.runtime:  +{own * 1000:.0f} ms")
+        print(f"import crosstrain.runtime:  +{own * 1000:.0f} ms (goal <= +{result['goal_ms']} ms)")
         print(f"import torch:               +{torch_cost * 1000:.0f} ms")
-        print(f"ratio {result['ratio']:.3f} (goal <= {result['goal']})")
+        print(f"ratio to torch's {result['ratio']:.3f}")
     return 0
 
 

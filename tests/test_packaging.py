@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from crosstrain import named_files, packaging
+from crosstrain import import_lines, named_files, packaging
 from crosstrain.errors import SpecError
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.registry import create_backend
@@ -96,7 +96,7 @@ def test_the_imports_read_from_the_lines_are_those_the_parser_reads_in_every_mod
     assert len(modules) > 100
     for path in modules:
         source = path.read_text(encoding="utf-8")
-        by_lines = set(packaging._crosstrain_imports(source))
+        by_lines = set(import_lines.crosstrain_imports(source))
         assert by_lines == set(_imports_by_syntax_tree(ast.parse(source))), path
 
 

@@ -281,23 +281,16 @@ def _duration(text: str) -> float:
 
 
 class _Version(argparse._VersionAction):
-    """`--version`, with the version read from the package metadata only when asked (`importlib.metadata` costs
-    every other command a tenth of its start-up)."""
+    """`--version`, the version read from the package metadata only when asked (a lookup among every package)."""
 
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
-    ) -> None:
-        self.version = f"%(prog)s {_version()}"
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            self.version = f"%(prog)s {version('crosstrain')}"
+        except PackageNotFoundError:
+            self.version = "%(prog)s unknown"
         super().__call__(parser, namespace, values, option)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("crosstrain")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _load_handle(source: str) -> Any:
@@ -501,11 +494,9 @@ def _local_output(target: str) -> contextlib.AbstractContextManager[Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from crosstrain.backends._supervisor import timed
-
-    with timed("load the job file"):
-        job = _load_job(args.job)
+    job = _load_job(args.job)
     from crosstrain import api
+    from crosstrain.backends._supervisor import timed
 
     job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))

@@ -73,6 +73,20 @@ def note(path: str) -> None:
         record.append(path)
 
 
+def stamp(path: str) -> tuple[int, ...] | None:
+    """What a listing relies on about `path`: its type, inode, size and mtime, and its target's where it is a
+    link; None where there is nothing there."""
+    try:
+        link = os.lstat(path)
+    except OSError:
+        return None
+    try:
+        info = os.stat(path) if stat.S_ISLNK(link.st_mode) else link
+    except OSError:
+        info = link
+    return (link.st_mode, link.st_ino, link.st_mtime_ns, info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
 @dataclass(frozen=True)
 class Rules:
     """The patterns of one ignore file, for paths relative to the code folder."""

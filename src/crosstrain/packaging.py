@@ -38,7 +38,6 @@ import gzip
 import hashlib
 import io
 import os
-import re
 import stat
 import tarfile
 import tempfile
@@ -51,6 +50,7 @@ from typing import IO, Any
 
 from crosstrain import ignores
 from crosstrain.errors import Problem, SubmitError
+from crosstrain.import_lines import crosstrain_imports
 from crosstrain.uploads import UploadRefused
 
 PACKAGE = "crosstrain_code"
@@ -342,53 +342,11 @@ def node_side_files() -> tuple[str, ...]:
         found.add(name)
         parts = name.split("/")[:-1]
         todo += ["/".join([*parts[:depth], "__init__.py"]) for depth in range(1, len(parts) + 1)]
-        for module in _crosstrain_imports((here / name).read_text(encoding="utf-8")):
+        for module in crosstrain_imports((here / name).read_text(encoding="utf-8")):
             path = _module_path(here, module)
             if path is not None:
                 todo.append(path)
     return tuple(sorted(found, key=lambda name: (name.count("/"), name)))
-
-
-#: A string that spans lines (a docstring): blanked before imports are looked for, so that an example in one
-#: is not read as an import.
-_LONG_STRING = re.compile(r"""(?s)('{3}|"{3}).*?(?<!\\)\1""")
-#: An import statement at the start of a line: its indent, and `from MODULE import NAMES` or `import NAMES`.
-_IMPORT = re.compile(r"^([ \t]*)(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)|import[ \t]+([^\n]*))", re.M)
-#: `if TYPE_CHECKING:`, whose block (and its `else`) holds imports for type checkers only.
-_TYPE_CHECKING = re.compile(r"^([ \t]*)if TYPE_CHECKING:", re.M)
-
-
-def _crosstrain_imports(source: str) -> Iterator[str]:
-    """The crosstrain modules (and names that may be modules) a module's source imports, at import time or in a
-    function, outside `if TYPE_CHECKING:`. Read from the lines themselves, not a syntax tree (parsing the node
-    side costs a cold `crosstrain render` a tenth of its time); the source is ruff-formatted, and
-    tests/test_packaging.py holds this reading to the syntax tree's for every module of the package."""
-    source = _LONG_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
-    skipped = []
-    for block in _TYPE_CHECKING.finditer(source):
-        indent, end = len(block.group(1)), block.end()
-        for line in re.finditer(r"^([ \t]*)(\S[^\n]*)", source[end:], re.M):
-            if len(line.group(1)) <= indent and not line.group(2).startswith(("else:", "elif ")):
-                skipped.append((block.start(), end + line.start()))
-                break
-        else:
-            skipped.append((block.start(), len(source)))
-    for found in _IMPORT.finditer(source):
-        if any(start <= found.start() < stop for start, stop in skipped):
-            continue
-        module, names, plain = found.group(2), found.group(3), found.group(4)
-        if module is not None:
-            if module.split(".")[0] == "crosstrain":
-                yield module
-                yield from (f"{module}.{name}" for name in _names(names))
-        else:
-            yield from (name for name in _names(plain) if name.split(".")[0] == "crosstrain")
-
-
-def _names(text: str) -> list[str]:
-    """The names of an import's list (`a, b as c`, or in parentheses over lines, with comments)."""
-    text = re.sub(r"#[^\n]*", "", text.split(";")[0]).strip().strip("()")
-    return [part.split()[0] for part in text.split(",") if part.strip()]
 
 
 def _module_path(here: Path, module: str) -> str | None:
@@ -644,7 +602,7 @@ def _bundle(
     with ignores.recording() as consulted:
         made = _listed(folder, requirements, ignore_files, limits, extra, function_digest, job_file)
     paths = [*consulted, *(f.source for f in made.user_files), *([job_file] if job_file is not None else [])]
-    stamps = tuple((str(path), _stamp(str(path))) for path in paths)
+    stamps = tuple((str(path), ignores.stamp(str(path))) for path in paths)
     if not any(stamp is not None and stamp[-1] >= started - RACY_NS for _, stamp in stamps):
         if len(_LISTED) > 16:
             _LISTED.clear()
@@ -661,20 +619,6 @@ _LISTED: dict[tuple[Any, ...], tuple[tuple[tuple[str, tuple[int, ...] | None], .
 RACY_NS = 1_000_000_000
 
 
-def _stamp(path: str) -> tuple[int, ...] | None:
-    """What a listing relies on about `path`: its type, inode, size and mtime, and its target's where it is a
-    link; None where there is nothing there."""
-    try:
-        link = os.lstat(path)
-    except OSError:
-        return None
-    try:
-        info = os.stat(path) if stat.S_ISLNK(link.st_mode) else link
-    except OSError:
-        info = link
-    return (link.st_mode, link.st_ino, link.st_mtime_ns, info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns)
-
-
 def _replayed(key: tuple[Any, ...]) -> Bundle | None:
     """The bundle listed before under `key`, where nothing it read has moved since (and crosstrain's own files
     are those it holds)."""
@@ -682,7 +626,7 @@ def _replayed(key: tuple[Any, ...]) -> Bundle | None:
     if entry is None:
         return None
     stamps, made, runtime = entry
-    if runtime_files() is not runtime or any(_stamp(path) != stamp for path, stamp in stamps):
+    if runtime_files() is not runtime or any(ignores.stamp(path) != stamp for path, stamp in stamps):
         del _LISTED[key]
         return None
     _MADE.setdefault(made.digest, made)
