@@ -536,3 +536,50 @@ def test_a_deepspeed_config_in_a_code_folder_the_job_does_not_ship_is_refused() 
     assert problem.path == "launch.deepspeed_config"
     assert "ships none" in problem.message
     assert named_files.problems(job_from_dict(job("/app/ds_config.json"))) == []
+
+
+def _aged(root: Path) -> Path:
+    """Every file and folder under `root` (and it) last changed an hour ago: past the racy window."""
+    old = os.stat(root).st_mtime - 3600
+    for path in [*root.rglob("*"), root]:
+        os.utime(path, (old, old), follow_symlinks=False)
+    return root
+
+
+def test_an_unchanged_folder_is_replayed_and_any_change_to_what_its_listing_read_is_seen(tmp_path: Path) -> None:
+    """A folder listed before is not listed again while nothing its listing read moved; a file added, a file
+    rewritten, a folder's ignore file edited or a `.git` appearing above it each make it listed again."""
+    folder = _aged(_tree(tmp_path / "project", {"a.py": "A = 1\n", "pkg/b.py": "B = 1\n", ".gitignore": "*.log\n"}))
+    first = packaging.bundle(folder)
+    assert packaging.bundle(folder) is first  # replayed: the same bundle, nothing listed or read
+    (folder / "pkg" / "c.py").write_text("C = 1\n")
+    added = packaging.bundle(folder)
+    assert {f.path.rsplit("/", 1)[-1] for f in added.user_files} == {".gitignore", "a.py", "b.py", "c.py"}
+    _aged(folder)
+    listed = packaging.bundle(folder)
+    (folder / "a.py").write_text("A = 2\n")
+    assert packaging.bundle(folder).digest != listed.digest
+    _aged(folder)
+    (folder / "x.log").write_text("kept out\n")
+    _aged(folder)
+    without_log = packaging.bundle(folder)
+    (folder / ".gitignore").write_text("*.txt\n")
+    assert "x.log" in {f.path.rsplit("/", 1)[-1] for f in packaging.bundle(folder).user_files}
+    assert "x.log" not in {f.path.rsplit("/", 1)[-1] for f in without_log.user_files}
+    _aged(folder)
+    before = packaging.bundle(folder)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".gitignore").write_text("a.py\n")  # the repository's rules now apply to the folder
+    assert "a.py" not in {f.path.rsplit("/", 1)[-1] for f in packaging.bundle(folder).user_files}
+    assert "a.py" in {f.path.rsplit("/", 1)[-1] for f in before.user_files}
+
+
+def test_a_folder_changed_just_before_its_listing_is_listed_again(tmp_path: Path) -> None:
+    """Within the racy window a stat may not show a change made in the same clock tick, so a freshly written
+    folder is never replayed: a file added right after is always seen."""
+    folder = _tree(tmp_path / "fresh", {"a.py": "A = 1\n"})
+    first = packaging.bundle(folder)
+    (folder / "b.py").write_text("B = 1\n")
+    second = packaging.bundle(folder)
+    assert second is not first
+    assert {f.path.rsplit("/", 1)[-1] for f in second.user_files} == {"a.py", "b.py"}

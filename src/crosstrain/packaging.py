@@ -594,14 +594,15 @@ def _bundle(
         _FUNCTIONS[function_digest] = function
     if folder is None:
         return _assemble(None, (), requirements, (), ignore_files, extra, function_digest)
-    replay_key = (str(folder), tuple(requirements), tuple(ignore_files), function_digest, limits, str(job_file))
+    where = (os.path.abspath(folder), os.path.abspath(job_file) if job_file is not None else None)
+    replay_key = (*where, tuple(requirements), tuple(ignore_files), function_digest, limits)
     replayed = _replayed(replay_key)
     if replayed is not None:
         return replayed
     started = time.time_ns()
     with ignores.recording() as consulted:
         made = _listed(folder, requirements, ignore_files, limits, extra, function_digest, job_file)
-    paths = [*consulted, *(f.source for f in made.user_files), *([job_file] if job_file is not None else [])]
+    paths = [*consulted, *(f.source for f in made.user_files), *([where[1]] if where[1] is not None else [])]
     stamps = tuple((str(path), ignores.stamp(str(path))) for path in paths)
     if not any(stamp is not None and stamp[-1] >= started - RACY_NS for _, stamp in stamps):
         if len(_LISTED) > 16:
