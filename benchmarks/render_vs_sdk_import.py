@@ -17,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from interleaved import medians
+from interleaved import medians_with_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,13 +40,16 @@ def main() -> int:
     render += ["render", args.example] + (["--target", args.target] if args.target else [])
     sdk = [sys.executable, "-c", "import google.cloud.aiplatform"]
 
-    measured = medians({"render": render, "sdk": sdk}, args.rounds)
-    render_median, import_median = measured["render"], measured["sdk"]
+    measured = medians_with_cpu({"render": render, "sdk": sdk}, args.rounds)
+    (render_median, render_cpu), (import_median, import_cpu) = measured["render"], measured["sdk"]
     result = {
         "rounds": args.rounds,
         "render_median_s": round(render_median, 4),
         "sdk_import_median_s": round(import_median, 4),
         "ratio": round(render_median / import_median, 4),
+        "render_cpu_median_s": round(render_cpu, 4),
+        "sdk_import_cpu_median_s": round(import_cpu, 4),
+        "cpu_ratio": round(render_cpu / import_cpu, 4),
         "goal": 0.08,
     }
     if args.json:
@@ -55,6 +58,7 @@ def main() -> int:
         print(f"crosstrain render (whole process): median {render_median * 1000:.0f} ms over {args.rounds} runs")
         print(f"import google.cloud.aiplatform:    median {import_median * 1000:.0f} ms")
         print(f"ratio {result['ratio']:.3f} (goal <= {result['goal']})")
+        print(f"CPU time: {render_cpu * 1000:.0f} ms against {import_cpu * 1000:.0f} ms: {result['cpu_ratio']:.3f}")
     return 0
 
 
