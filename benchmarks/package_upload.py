@@ -125,7 +125,8 @@ def azure(folder: Path) -> dict[str, float]:
                 environ={},
             )
 
-        packaging._CACHE.clear()  # a fresh process reads and hashes every file
+        packaging._CACHE.clear()  # a fresh process lists, reads and hashes every file
+        packaging._LISTED.clear()
         ours = timed(lambda: backend().submit(job, settings))
         again_job = job.model_copy(update={"run_id": "again"})
         render = timed(lambda: backend().render(again_job, settings))
@@ -182,7 +183,8 @@ def gcs(folder: Path) -> dict[str, float]:
                     client_factory=vertex.client, storage_client=client, retry=vertex.retry_policy(), environ={}
                 )
 
-            packaging._CACHE.clear()  # a fresh process reads and hashes every file
+            packaging._CACHE.clear()  # a fresh process lists, reads and hashes every file
+            packaging._LISTED.clear()
             ours = timed(lambda: backend().submit(job, settings))
             again_job = job.model_copy(update={"run_id": "again"})
             render = timed(lambda: backend().render(again_job, settings))

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crosstrain import named_files, packaging
+from crosstrain import import_lines, named_files, packaging
 from crosstrain.errors import SpecError
 from crosstrain.loader import job_from_dict, load_job
 from crosstrain.registry import create_backend
@@ -70,6 +72,32 @@ def test_every_node_side_module_travels() -> None:
     assert runtime <= shipped
     assert {"launch.py", "databricks_task.py", "function.py", "errors.py", "secrets.py"} <= shipped
     assert not shipped & {"api.py", "spec.py", "packaging.py", "settings.py", "registry.py", "records.py"}
+
+
+def _imports_by_syntax_tree(tree: ast.AST) -> Iterator[str]:
+    """The crosstrain names a module imports outside `if TYPE_CHECKING:`, as Python's own parser reads them."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names if alias.name.split(".")[0] == "crosstrain")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "crosstrain":
+            yield str(node.module)
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+        yield from _imports_by_syntax_tree(node)
+
+
+def test_the_imports_read_from_the_lines_are_those_the_parser_reads_in_every_module() -> None:
+    """`node_side_files` reads imports from the source lines (parsing costs a cold render a tenth of its time):
+    for every module of the package and of these tests, the names are those Python's parser finds, docstrings
+    with import examples, `if TYPE_CHECKING:` blocks, parenthesised lists and imports in functions included."""
+    root = Path(packaging.__file__).parents[1]
+    modules = [*root.rglob("*.py"), *Path(__file__).parent.rglob("*.py")]
+    assert len(modules) > 100
+    for path in modules:
+        source = path.read_text(encoding="utf-8")
+        by_lines = set(import_lines.crosstrain_imports(source))
+        assert by_lines == set(_imports_by_syntax_tree(ast.parse(source))), path
 
 
 def test_crosstrainignore_adds_to_gitignore_and_can_bring_back_what_it_leaves_out(tmp_path: Path) -> None:
@@ -508,3 +536,50 @@ def test_a_deepspeed_config_in_a_code_folder_the_job_does_not_ship_is_refused() 
     assert problem.path == "launch.deepspeed_config"
     assert "ships none" in problem.message
     assert named_files.problems(job_from_dict(job("/app/ds_config.json"))) == []
+
+
+def _aged(root: Path) -> Path:
+    """Every file and folder under `root` (and it) last changed an hour ago: past the racy window."""
+    old = os.stat(root).st_mtime - 3600
+    for path in [*root.rglob("*"), root]:
+        os.utime(path, (old, old), follow_symlinks=False)
+    return root
+
+
+def test_an_unchanged_folder_is_replayed_and_any_change_to_what_its_listing_read_is_seen(tmp_path: Path) -> None:
+    """A folder listed before is not listed again while nothing its listing read moved; a file added, a file
+    rewritten, a folder's ignore file edited or a `.git` appearing above it each make it listed again."""
+    folder = _aged(_tree(tmp_path / "project", {"a.py": "A = 1\n", "pkg/b.py": "B = 1\n", ".gitignore": "*.log\n"}))
+    first = packaging.bundle(folder)
+    assert packaging.bundle(folder) is first  # replayed: the same bundle, nothing listed or read
+    (folder / "pkg" / "c.py").write_text("C = 1\n")
+    added = packaging.bundle(folder)
+    assert {f.path.rsplit("/", 1)[-1] for f in added.user_files} == {".gitignore", "a.py", "b.py", "c.py"}
+    _aged(folder)
+    listed = packaging.bundle(folder)
+    (folder / "a.py").write_text("A = 2\n")
+    assert packaging.bundle(folder).digest != listed.digest
+    _aged(folder)
+    (folder / "x.log").write_text("kept out\n")
+    _aged(folder)
+    without_log = packaging.bundle(folder)
+    (folder / ".gitignore").write_text("*.txt\n")
+    assert "x.log" in {f.path.rsplit("/", 1)[-1] for f in packaging.bundle(folder).user_files}
+    assert "x.log" not in {f.path.rsplit("/", 1)[-1] for f in without_log.user_files}
+    _aged(folder)
+    before = packaging.bundle(folder)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".gitignore").write_text("a.py\n")  # the repository's rules now apply to the folder
+    assert "a.py" not in {f.path.rsplit("/", 1)[-1] for f in packaging.bundle(folder).user_files}
+    assert "a.py" in {f.path.rsplit("/", 1)[-1] for f in before.user_files}
+
+
+def test_a_folder_changed_just_before_its_listing_is_listed_again(tmp_path: Path) -> None:
+    """Within the racy window a stat may not show a change made in the same clock tick, so a freshly written
+    folder is never replayed: a file added right after is always seen."""
+    folder = _tree(tmp_path / "fresh", {"a.py": "A = 1\n"})
+    first = packaging.bundle(folder)
+    (folder / "b.py").write_text("B = 1\n")
+    second = packaging.bundle(folder)
+    assert second is not first
+    assert {f.path.rsplit("/", 1)[-1] for f in second.user_files} == {"a.py", "b.py"}

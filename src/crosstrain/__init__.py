@@ -15,9 +15,13 @@ Names are imported on first use, so `import crosstrain` stays cheap and imports 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+#: True only for type checkers (mypy and ruff read the name as `typing.TYPE_CHECKING`): `typing` is not imported,
+#: so that `import crosstrain.runtime` on a training node loads next to nothing.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from crosstrain.api import render, render_function, run, send, submit, submit_function, validate
     from crosstrain.backends.base import Backend
     from crosstrain.errors import (

@@ -341,6 +341,8 @@ def _setting_names(target: str) -> frozenset[str]:
 
 def settings_for(target: str, settings: Mapping[str, Any]) -> dict[str, Any]:
     """The `--set` overrides that apply to `target` (`TARGET.key` scoped, plain keys as they are)."""
+    if not settings:  # none given: no plugin scan for the target names they could be scoped to
+        return {}
     from crosstrain.settings import scoped
 
     return scoped(settings, target, _setting_names(target), {target, *entries()}, only_target=True)

@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_Version)
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
 
     def verb(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -250,13 +250,17 @@ def _duration(text: str) -> float:
         ) from None
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+class _Version(argparse._VersionAction):
+    """`--version`, the version read from the package metadata only when asked (a lookup among every package)."""
 
-    try:
-        return version("crosstrain")
-    except PackageNotFoundError:
-        return "unknown"
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            self.version = f"%(prog)s {version('crosstrain')}"
+        except PackageNotFoundError:
+            self.version = "%(prog)s unknown"
+        super().__call__(parser, namespace, values, option)
 
 
 def _load_handle(source: str) -> Any:
@@ -473,6 +477,7 @@ def _local_output(target: str) -> contextlib.AbstractContextManager[Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     job = _load_job(args.job)
     from crosstrain import api
+    from crosstrain.backends._supervisor import timed
 
     job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))
@@ -482,7 +487,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         handle = api.submit(job, target, **settings)
         _say(f"submitted {handle.identity} to {handle.target}" + (" (it existed already)" if handle.adopted else ""))
         return _wait(handle, args.timeout, 1.0, args.json)
-    with _local_output(target):
+    with _local_output(target), timed("render, then run"):
         handle = api.submit(job, target, **settings)
     status = handle.status()
     if args.json:

@@ -26,12 +26,14 @@ as its data means all of it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import functools
 import os
 import re
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,42 @@ ALWAYS_IGNORED = ".git"
 #: it: a match through it is a match of a parent folder, which the walk has already decided, so it is made to
 #: fail. And a negated bracket (`[!a]`, `[^a]`) never matches a `/` in git, as pathspec's may: `/` is added to it.
 _BELOW = "(?P<ps_d>/)"
+
+
+#: The paths the rules were read from (or looked for), while `recording()`: what a listing depends on.
+_RECORD: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("ignores_record", default=None)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[str]]:
+    """Every path read or looked for by the rules made inside: ignore files, `.git` and the files it points to."""
+    consulted: list[str] = []
+    token = _RECORD.set(consulted)
+    try:
+        yield consulted
+    finally:
+        _RECORD.reset(token)
+
+
+def note(path: str) -> None:
+    """Notes `path` as read (or looked for) by what is being recorded."""
+    record = _RECORD.get()
+    if record is not None:
+        record.append(path)
+
+
+def stamp(path: str) -> tuple[int, ...] | None:
+    """What a listing relies on about `path`: its type, inode, size and mtime, and its target's where it is a
+    link; None where there is nothing there."""
+    try:
+        link = os.lstat(path)
+    except OSError:
+        return None
+    try:
+        info = os.stat(path) if stat.S_ISLNK(link.st_mode) else link
+    except OSError:
+        info = link
+    return (link.st_mode, link.st_ino, link.st_mtime_ns, info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 @dataclass(frozen=True)
@@ -153,6 +191,7 @@ def _repository(folder: Path) -> tuple[Path, Path | None] | None:
     its `.git` file names none): the nearest folder upwards with a `.git` folder or file."""
     for top in (folder, *folder.parents):
         dot = top / ".git"
+        note(str(dot))
         if dot.is_dir():
             return top, dot
         if dot.is_file():
@@ -169,6 +208,7 @@ def _git_folder(dot: Path) -> Path | None:
     if not text.startswith("gitdir:"):
         return None
     gitdir = dot.parent / text.removeprefix("gitdir:").strip()
+    note(str(gitdir / "commondir"))
     try:
         common = (gitdir / "commondir").read_text(encoding="utf-8", errors="surrogateescape").strip()
     except OSError:
@@ -179,6 +219,7 @@ def _git_folder(dot: Path) -> Path | None:
 def read_rules(path: str, source: str, prefix: str, strip: int) -> Rules | None:
     """The patterns of the ignore file at `path`, or None where there is none (no file, a symlink, a folder)
     or it holds no pattern. A file that cannot be read is refused: what it would leave out might be a secret."""
+    note(path)
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -194,8 +235,14 @@ def read_rules(path: str, source: str, prefix: str, strip: int) -> Rules | None:
         raise unreadable(path, f"code: {source}", exc) from None
     finally:
         os.close(fd)
-    patterns = compile_lines(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogateescape").split("\n"))
+    patterns = _compiled_text(data)
     return Rules(source, prefix, strip, patterns) if patterns else None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_text(data: bytes) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:
+    """The patterns of an ignore file's bytes, compiled once per process for the same bytes."""
+    return compile_lines(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogateescape").split("\n"))
 
 
 def compile_lines(lines: Sequence[str]) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:

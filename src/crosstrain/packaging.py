@@ -28,7 +28,6 @@ they are written, so the digest that names an upload always names its bytes.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import contextvars
 import dataclasses
@@ -42,6 +41,7 @@ import os
 import stat
 import tarfile
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -50,6 +50,7 @@ from typing import IO, Any
 
 from crosstrain import ignores
 from crosstrain.errors import Problem, SubmitError
+from crosstrain.import_lines import crosstrain_imports
 from crosstrain.uploads import UploadRefused
 
 PACKAGE = "crosstrain_code"
@@ -341,24 +342,11 @@ def node_side_files() -> tuple[str, ...]:
         found.add(name)
         parts = name.split("/")[:-1]
         todo += ["/".join([*parts[:depth], "__init__.py"]) for depth in range(1, len(parts) + 1)]
-        for module in _crosstrain_imports(ast.parse((here / name).read_bytes())):
+        for module in crosstrain_imports((here / name).read_text(encoding="utf-8")):
             path = _module_path(here, module)
             if path is not None:
                 todo.append(path)
     return tuple(sorted(found, key=lambda name: (name.count("/"), name)))
-
-
-def _crosstrain_imports(tree: ast.AST) -> Iterator[str]:
-    """The crosstrain modules (and names that may be modules) a module imports, outside `if TYPE_CHECKING:`."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            continue
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names if alias.name.split(".")[0] == "crosstrain")
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "crosstrain":
-            yield str(node.module)
-            yield from (f"{node.module}.{alias.name}" for alias in node.names)
-        yield from _crosstrain_imports(node)
 
 
 def _module_path(here: Path, module: str) -> str | None:
@@ -367,14 +355,37 @@ def _module_path(here: Path, module: str) -> str | None:
     if not parts:
         return None
     for candidate in ("/".join(parts) + ".py", "/".join([*parts, "__init__.py"])):
-        if (here / candidate).is_file():
+        if os.path.isfile(os.path.join(here, candidate)):  # plain strings: a cold render checks ~150 names
             return candidate
     return None
 
 
+#: crosstrain's node-side files as last read, by the (size, mtime, inode) of each: read and hashed once per process.
+_RUNTIME: dict[tuple[tuple[int, int, int], ...], tuple[CodeFile, ...]] = {}
+
+
 def runtime_files() -> tuple[CodeFile, ...]:
-    """crosstrain's own files that run on the nodes, read from this installation."""
-    here = Path(__file__).parent
+    """crosstrain's own files that run on the nodes, read from this installation; read again only where one
+    of them changed (its size, mtime or inode), so a render costs a stat per file."""
+    stamps = []
+    for path in _runtime_paths():
+        info = os.stat(path)
+        stamps.append((info.st_size, info.st_mtime_ns, info.st_ino))
+    key = tuple(stamps)
+    cached = _RUNTIME.get(key)
+    if cached is None:
+        _RUNTIME.clear()
+        cached = _RUNTIME[key] = _read_runtime_files(Path(__file__).parent)
+    return cached
+
+
+@functools.cache
+def _runtime_paths() -> tuple[str, ...]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return tuple(os.path.join(here, name) for name in (*node_side_files(), "bootstrap.py"))
+
+
+def _read_runtime_files(here: Path) -> tuple[CodeFile, ...]:
     files = []
     for name in node_side_files():
         data = (here / name).read_bytes()
@@ -407,6 +418,7 @@ def _walk(
     count = 0
     while stack:
         prefix, current, here = stack.pop()
+        ignores.note(current)  # a folder's mtime moves when an entry is added, removed or renamed in it
         try:
             entries = sorted(os.scandir(current), key=lambda e: e.name)
         except OSError as exc:
@@ -541,13 +553,30 @@ def bundle(
     shipped), less `job_file` (the file the job was loaded from) where it lies in the folder. Files are hashed
     once per (size, mtime, inode): rendering twice, or re-submitting an unchanged folder, reads nothing again."""
     scope = _SCOPE.get()
-    scoped_key = (str(folder), tuple(requirements), tuple(ignore_files), function, limits, str(job_file))
-    if scope is not None and scoped_key in scope:
-        return scope[scoped_key]
+    scoped_key = (str(folder), tuple(requirements), tuple(ignore_files), function, str(job_file))
+    if scope is not None and scoped_key in scope:  # listed under other limits: held to these ones
+        made = scope[scoped_key]
+        _check_limits(made, limits or Limits())
+        return made
     made = _bundle(folder, requirements, ignore_files=ignore_files, limits=limits, function=function, job_file=job_file)
     if scope is not None:
         scope[scoped_key] = made
     return made
+
+
+def _check_limits(made: Bundle, limits: Limits) -> None:
+    """The refusals `_bundle` makes of a folder over `limits`, made of a bundle listed under others: more files
+    than allowed first (the walk stops there), then more bytes."""
+    if made.folder is None:
+        return
+    if len(made.user_files) > limits.max_files:
+        raise UploadRefused(
+            Problem("code", f"{made.folder} holds more than {limits.max_files:,} files to ship", limits.fix)
+        )
+    if made.size > limits.max_bytes:
+        raise UploadRefused(
+            Problem("code", f"{made.folder} holds {made.size:,} bytes to ship; {limits.description}", limits.fix)
+        )
 
 
 def _bundle(
@@ -565,6 +594,55 @@ def _bundle(
         _FUNCTIONS[function_digest] = function
     if folder is None:
         return _assemble(None, (), requirements, (), ignore_files, extra, function_digest)
+    where = (os.path.abspath(folder), os.path.abspath(job_file) if job_file is not None else None)
+    replay_key = (*where, tuple(requirements), tuple(ignore_files), function_digest, limits)
+    replayed = _replayed(replay_key)
+    if replayed is not None:
+        return replayed
+    started = time.time_ns()
+    with ignores.recording() as consulted:
+        made = _listed(folder, requirements, ignore_files, limits, extra, function_digest, job_file)
+    paths = [*consulted, *(f.source for f in made.user_files), *([where[1]] if where[1] is not None else [])]
+    stamps = tuple((str(path), ignores.stamp(str(path))) for path in paths)
+    if not any(stamp is not None and stamp[-1] >= started - RACY_NS for _, stamp in stamps):
+        if len(_LISTED) > 16:
+            _LISTED.clear()
+        _LISTED[replay_key] = (stamps, made, runtime_files())
+    return made
+
+
+#: Bundles of folders listed before in this process, with the (l)stat of every path their listing read or looked
+#: for (the folders walked, the ignore files and `.git`, each file shipped, the job file): while none of those
+#: moved, listing again would give the same bundle, so a render costs a stat per path instead of a listing.
+_LISTED: dict[tuple[Any, ...], tuple[tuple[tuple[str, tuple[int, ...] | None], ...], Bundle, tuple[CodeFile, ...]]] = {}
+#: A path changed this close (ns) before its listing started is not trusted to be unchanged while its stat is:
+#: file times tick coarsely (a few ms), so a change in the same tick would keep the stat (git's "racy" files).
+RACY_NS = 1_000_000_000
+
+
+def _replayed(key: tuple[Any, ...]) -> Bundle | None:
+    """The bundle listed before under `key`, where nothing it read has moved since (and crosstrain's own files
+    are those it holds)."""
+    entry = _LISTED.get(key)
+    if entry is None:
+        return None
+    stamps, made, runtime = entry
+    if runtime_files() is not runtime or any(ignores.stamp(path) != stamp for path, stamp in stamps):
+        del _LISTED[key]
+        return None
+    _MADE.setdefault(made.digest, made)
+    return made
+
+
+def _listed(
+    folder: Path,
+    requirements: Sequence[str],
+    ignore_files: Sequence[str],
+    limits: Limits | None,
+    extra: tuple[CodeFile, ...],
+    function_digest: str,
+    job_file: Path | None,
+) -> Bundle:
     limits = limits or Limits()
     folder = Path(os.path.abspath(folder))
     try:

@@ -131,6 +131,20 @@ def _fill(text: str, values: Mapping[str, str]) -> str:
     return text
 
 
+@contextlib.contextmanager
+def timed(phase: str) -> Iterator[None]:
+    """Under CROSSTRAIN_DEBUG, `crosstrain: debug: PHASE: N ms` on stderr once the phase ends: where a local
+    run's time goes beside the training itself."""
+    if not os.environ.get("CROSSTRAIN_DEBUG"):
+        yield
+        return
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        print(f"crosstrain: debug: {phase}: {(time.perf_counter() - start) * 1000:.0f} ms", file=sys.stderr)
+
+
 def supervise(
     processes: list[Process],
     *,
@@ -159,33 +173,36 @@ def supervise(
     with tempfile.TemporaryDirectory(prefix="crosstrain-run-") as run_dir, _stopped_by_signals():
         values = dict(zip(PLACEHOLDERS, (str(free_port()), run_dir, base_env.get("PATH", os.defpath)), strict=True))
         try:
-            for process in processes:
-                env = {**base_env, RUN_MARK: run_id, **{k: _fill(v, values) for k, v in process.env.items()}}
-                process.popen = subprocess.Popen(
-                    [_fill(a, values) for a in process.argv],
-                    cwd=cwd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its own process group: Ctrl-C reaches this supervisor, which stops it
-                )
-                pump = threading.Thread(target=_pump, args=(process, logs, lock), daemon=True)
-                pump.start()
-                pumps.append(pump)
+            with timed(f"start {counted(len(processes), 'process', 'processes')}"):
+                for process in processes:
+                    env = {**base_env, RUN_MARK: run_id, **{k: _fill(v, values) for k, v in process.env.items()}}
+                    process.popen = subprocess.Popen(
+                        [_fill(a, values) for a in process.argv],
+                        cwd=cwd,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,  # its own process group: Ctrl-C reaches this supervisor, which stops it
+                    )
+                    pump = threading.Thread(target=_pump, args=(process, logs, lock), daemon=True)
+                    pump.start()
+                    pumps.append(pump)
             started_text = counted(len(processes), "process", "processes")
             _say(err, lock, f"crosstrain: started {started_text}; Ctrl-C stops them all")
             deadline = None if timeout is None else started + timeout
-            failure, timed_out = _watch(processes, deadline, lambda text: _say(err, lock, text), started)
+            with timed("run, until every process ended"):
+                failure, timed_out = _watch(processes, deadline, lambda text: _say(err, lock, text), started)
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM or SIGHUP (`Stopped`)
             interrupted = stop
         finally:
-            with _no_interrupts():  # a second signal must not cut the stopping short and leave processes behind
+            with _no_interrupts(), timed("stop what is left, close the logs"):  # a second signal must not cut the
+                # stopping short and leave processes behind
                 _stop([p for p in processes if p.popen is not None and p.returncode is None], grace)
                 _stop_marked(run_id, grace)  # what the ranks left running: background children, daemons
-            for pump in pumps:
-                pump.join(timeout=5)
-            logs.close()
+                for pump in pumps:
+                    pump.join(timeout=5)
+                logs.close()
     wall = time.monotonic() - started
     outcome = dataclasses.replace(
         _outcome(run_id, processes, failure, timed_out, interrupted, timeout, wall), log=logs.path, log_cut=logs.failed

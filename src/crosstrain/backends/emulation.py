@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.errors import Problem, SpecError
-from crosstrain.runtime.platforms import Topology
 
 if TYPE_CHECKING:
     from crosstrain.records import Request
+    from crosstrain.runtime.platforms import Topology
     from crosstrain.spec import TrainingJob
 
 LOOPBACK = "127.0.0.1"
@@ -88,6 +88,8 @@ def ranks(node: int, nproc: int) -> list[int]:
 def topology(nodes: int, per_node: int, job_id: str) -> Topology:
     """The emulated platform's nodes, all on loopback, meeting at the run's free port: set even on one node, where
     a platform would leave a fixed default (29500) that runs side by side on this machine would share."""
+    from crosstrain.runtime.platforms import Topology  # the node side's, loaded for a local run only
+
     return Topology(nodes, per_node, LOOPBACK, PORT, job_id, always_rendezvous=True)
 
 

@@ -456,7 +456,7 @@ class LocalBackend(Backend[LocalSettings, None]):
 
     # -- run -------------------------------------------------------------------------------------------------
     def send(self, request: Request) -> JobHandle:
-        from crosstrain.backends._supervisor import Process, supervise
+        from crosstrain.backends._supervisor import Process, supervise, timed
 
         body = request.create.body
         if "sweep" in body:
@@ -485,7 +485,8 @@ class LocalBackend(Backend[LocalSettings, None]):
             cwd = body["workdir"]
             if request.code is not None:
                 stage = stack.enter_context(tempfile.TemporaryDirectory(prefix="crosstrain-code-"))
-                cwd = cwd.replace(STAGE_DIR, _stage(request.code, Path(stage)))
+                with timed("stage the code"):
+                    cwd = cwd.replace(STAGE_DIR, _stage(request.code, Path(stage)))
             outcome = supervise(
                 processes,
                 cwd=cwd,

@@ -20,10 +20,14 @@ loads only the standard library; torch loads when `init()` and friends are calle
 
 from __future__ import annotations
 
-from crosstrain.runtime.dist import DEFAULT_TIMEOUT, barrier, current, init, is_primary, sampler, shutdown, wrap
-from crosstrain.runtime.env import PLATFORMS, ClusterEnv, ClusterEnvError, Platform, detect
-from crosstrain.runtime.join import JoinTimeout
-from crosstrain.runtime.sweep import params, report, trial_id
+#: True only for type checkers (mypy and ruff read the name as `typing.TYPE_CHECKING`): importing `typing` would
+#: cost a process more than the rest of this package.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from crosstrain.runtime.dist import DEFAULT_TIMEOUT, barrier, current, init, is_primary, sampler, shutdown, wrap
+    from crosstrain.runtime.env import PLATFORMS, ClusterEnv, ClusterEnvError, Platform, detect
+    from crosstrain.runtime.join import JoinTimeout
+    from crosstrain.runtime.sweep import params, report, trial_id
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -44,3 +48,35 @@ __all__ = [
     "trial_id",
     "wrap",
 ]
+
+_FROM_ENV = ("PLATFORMS", "ClusterEnv", "ClusterEnvError", "Platform", "detect")
+_FROM_SWEEP = ("params", "report", "trial_id")
+
+
+def __getattr__(name: str) -> object:
+    """Each public name, imported on first use: `import crosstrain.runtime` loads nothing but this file, and a
+    training script pays for the rest (the platforms, torch's wrappers) when it first calls them."""
+    if name == "JoinTimeout":
+        from crosstrain.runtime import join
+
+        value: object = join.JoinTimeout
+    elif name in _FROM_ENV:
+        from crosstrain.runtime import env
+
+        value = getattr(env, name)
+    elif name in _FROM_SWEEP:
+        from crosstrain.runtime import sweep
+
+        value = getattr(sweep, name)
+    elif name in __all__:
+        from crosstrain.runtime import dist
+
+        value = getattr(dist, name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *globals()})

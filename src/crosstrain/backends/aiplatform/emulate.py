@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from crosstrain.backends._google import PLACEHOLDER_SETTINGS
 from crosstrain.backends.emulation import Emulation, Node, node_process, topology
-from crosstrain.runtime.platforms import AIPlatformTraining
 
 if TYPE_CHECKING:
     from crosstrain.records import Request
@@ -15,6 +14,8 @@ if TYPE_CHECKING:
 
 
 def nodes(request: Request, job: TrainingJob, nproc: int) -> list[Node]:
+    from crosstrain.runtime.platforms import AIPlatformTraining
+
     body, count = request.create.body, job.nodes
     training = body["trainingInput"]
     platform = AIPlatformTraining.emulate(topology(count, 1, body["jobId"]))

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from crosstrain.backends.emulation import Emulation, Node, node_process, topology
 from crosstrain.errors import Problem, Unsupported
 from crosstrain.packaging import PACKAGE
-from crosstrain.runtime.platforms import AzureMLMPI, AzureMLPyTorch, azureml
 
 if TYPE_CHECKING:
     from crosstrain.records import Request
@@ -17,6 +16,8 @@ if TYPE_CHECKING:
 
 
 def nodes(request: Request, job: TrainingJob, nproc: int) -> list[Node]:
+    from crosstrain.runtime.platforms import AzureMLMPI, AzureMLPyTorch, azureml
+
     props, count = request.create.body["properties"], job.nodes
     distribution = props.get("distribution") or {}
     kind = distribution.get("distributionType")

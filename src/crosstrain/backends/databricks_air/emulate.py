@@ -13,7 +13,6 @@ from crosstrain.backends.base import archive_bootstrap
 from crosstrain.backends.emulation import Emulation, Node, node_process, topology
 from crosstrain.errors import Problem, SpecError
 from crosstrain.packaging import PACKAGE
-from crosstrain.runtime.platforms.databricks_air import DatabricksAIR
 
 if TYPE_CHECKING:
     from crosstrain.records import Request
@@ -33,6 +32,8 @@ def script_of(request: Request) -> tuple[dict[str, str], list[str]]:
 
 
 def nodes(request: Request, job: TrainingJob, nproc: int) -> list[Node]:
+    from crosstrain.runtime.platforms.databricks_air import DatabricksAIR
+
     env, argv = script_of(request)
     if argv[:3] == ["python3", "-c", archive_bootstrap()]:  # the archive read from the workspace: here, unpacked
         argv = ["python", "-m", PACKAGE, *argv[4:]]

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from crosstrain.backends._google import PLACEHOLDER_SETTINGS, fuse_bootstrap_args
 from crosstrain.backends.emulation import Emulation, Node, node_process, topology
 from crosstrain.packaging import PACKAGE
-from crosstrain.runtime.platforms import VertexAI, vertex
 
 if TYPE_CHECKING:
     from crosstrain.records import Request
@@ -16,6 +15,8 @@ if TYPE_CHECKING:
 
 
 def nodes(request: Request, job: TrainingJob, nproc: int) -> list[Node]:
+    from crosstrain.runtime.platforms import VertexAI, vertex
+
     body, count = request.create.body, job.nodes
     specs = body["jobSpec"]["workerPoolSpecs"]
     output = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
