@@ -68,8 +68,11 @@ def main() -> None:
                 print(f"epoch {epoch + 1}/{args.epochs}: loss {loss_value:.5f}", flush=True)
                 runtime.report({"loss": loss_value if loss_value == loss_value else 1e30}, step=epoch + 1)
 
-        print(f"rank {env.rank}/{env.world_size}, trial {runtime.trial_id()} {runtime.params()}: done in "
-              f"{time.monotonic() - started:.1f}s", flush=True)
+        print(
+            f"rank {env.rank}/{env.world_size}, trial {runtime.trial_id()} {runtime.params()}: done in "
+            f"{time.monotonic() - started:.1f}s",
+            flush=True,
+        )
         runtime.barrier()
 
 

@@ -15,10 +15,12 @@ GOLDEN = Path(__file__).parents[1] / "backends" / "golden"
 
 @pytest.mark.parametrize("golden", sorted(GOLDEN.glob("databricks*/*.json")), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_every_rendered_body_goes_through_the_sdk_classes_whole(golden: Path) -> None:
-    (body,) = [call["body"] for call in json.loads(golden.read_text())["calls"] if call["url"].endswith("runs/submit")]
-    arguments = adaptor.submit_arguments(body)
-    assert arguments.keys() == body.keys()
-    assert [task.as_dict() for task in arguments["tasks"]] == body["tasks"]
+    bodies = [call["body"] for call in json.loads(golden.read_text())["calls"] if call["url"].endswith("runs/submit")]
+    assert bodies  # a job's one run, or a sweep's one per trial
+    for body in bodies:
+        arguments = adaptor.submit_arguments(body)
+        assert arguments.keys() == body.keys()
+        assert [task.as_dict() for task in arguments["tasks"]] == body["tasks"]
 
 
 def test_a_field_the_sdk_does_not_model_is_refused_before_anything_is_sent() -> None:

@@ -529,8 +529,7 @@ class Backend(ABC, Generic[S, P]):
             raise NotImplementedError(f"{self.name} renders no data locations")
         return self.data_placement.node_path(location)
 
-    #: How the platform's service writes a sweep parameter's value into a command (Azure ML's
-    #: `${{search_space.NAME}}`); None: it passes values its own way, and crosstrain's node side places them.
+    #: How the service writes a sweep value into a command (Azure's `${{search_space.NAME}}`); None: the node side.
     sweep_reference: Callable[[str], str] | None = None
 
     def platform_refusals(self, job: TrainingJob, settings: S) -> list[Problem]:
@@ -856,10 +855,8 @@ def patched(request: Request, patch: dict[str, Any], target: str) -> Request:
 
 
 def _digest(request: Request) -> str:
-    """What `is_rendered` knows a request by: a digest of its JSON, written compact (by the C encoder; the
-    indented form `to_json` prints is encoded in pure Python, at ten times the cost)."""
-    text = json.dumps(request.to_dict(), ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    """What `is_rendered` knows a request by: its compact JSON's digest (the C encoder; `to_json` is pure Python)."""
+    return hashlib.sha256(json.dumps(request.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
 
 def bundle_command(command: list[str], *, install: bool = False) -> list[str]:
