@@ -635,6 +635,14 @@ class WorkspaceBackend(Backend[WS, P]):
             handle = JobHandle(self.name, recorded.identity, str(run.run_id), console_url=console, ref=ref)
             yield JobSummary(recorded.identity, state, native, (run.start_time or 0) / 1000, console, handle)
 
+    #: A run's common state, `life_cycle_state[/result_state]` and message (for the modules the backends share).
+    run_state = staticmethod(state_of)
+
+    def _files_at(self, w: WorkspaceClient, location: str) -> tuple[WorkspaceFiles, str]:
+        """The volume or DBFS files API for `location`, and its path there."""
+        path, dbfs = WorkspaceFiles.path(location)
+        return WorkspaceFiles(w, self._safe_call, dbfs=dbfs), path
+
     def _read_run(self, w: WorkspaceClient, run_id: int) -> Run:
         return self._safe_call(partial(w.jobs.get_run, run_id), f"runs/get {run_id}")
 

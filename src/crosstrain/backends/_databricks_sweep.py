@@ -222,13 +222,11 @@ def send(
 
 
 def _reported(backend: WorkspaceBackend[Any, Any], w: WorkspaceClient, location: str, metric: str) -> Any:
-    from crosstrain.backends._databricks import WorkspaceFiles
     from crosstrain.runtime.sweep import last_report
 
     if not location:
         return None
-    path, dbfs = WorkspaceFiles.path(location)
-    files = WorkspaceFiles(w, backend._safe_call, dbfs=dbfs)
+    files, path = backend._files_at(w, location)
     try:
         size = files.size(path)
         if not size:
@@ -241,15 +239,13 @@ def _reported(backend: WorkspaceBackend[Any, Any], w: WorkspaceClient, location:
 def status(backend: WorkspaceBackend[Any, Any], handle: JobHandle) -> JobStatus:
     """Every trial's state, parameters and metric (where it reported one), and the best so far; kept on the
     handle as its outcome (`--json`)."""
-    from crosstrain.backends._databricks import state_of
-
     w = backend._handle_client(handle)
     spec = handle.ref["sweep"]
     metric, goal = str(spec.get("metric")), str(spec.get("goal"))
     results: list[dict[str, Any]] = []
     for trial in spec.get("trials") or []:
         run = backend._read_run(w, int(trial["run_id"]))
-        state, native, _ = state_of(run)
+        state, native, _ = backend.run_state(run)
         found = _reported(backend, w, str(trial.get("results") or ""), metric)
         results.append(
             {
