@@ -65,6 +65,17 @@ def output(tmp_path: Path, node: int) -> str:
     return (tmp_path / f"node{node}.log").read_text(errors="replace")
 
 
+def finished(process: subprocess.Popen[bytes], timeout: float, tmp_path: Path) -> int:
+    """The process's exit code; a process still running at `timeout` fails the test with what every node said."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        said = "\n".join(
+            f"--- node{n}.log\n{output(tmp_path, n)}" for n in (0, 1) if (tmp_path / f"node{n}.log").exists()
+        )
+        pytest.fail(f"a node still ran after {timeout:.0f} s:\n{said}")
+
+
 def stop(*processes: subprocess.Popen[bytes]) -> None:
     for process in processes:
         if process.poll() is None:
@@ -81,13 +92,14 @@ def test_a_node_that_starts_a_minute_late_joins_and_trains(tmp_path: Path) -> No
         time.sleep(60)
         assert primary.poll() is None, output(tmp_path, 0)
         late = vertex_node(1, 2, port, tmp_path)
-        assert primary.wait(timeout=120) == 0, output(tmp_path, 0)
-        assert late.wait(timeout=60) == 0, output(tmp_path, 1)
+        assert finished(primary, 240, tmp_path) == 0, output(tmp_path, 0)
+        assert finished(late, 60, tmp_path) == 0, output(tmp_path, 1)
     finally:
         stop(primary, *([late] if late else []))
     said = output(tmp_path, 0)
     waiting = re.findall(r"crosstrain\.launch: waiting for node 1 of 2 to join \(until \d\d:\d\d:\d\d UTC", said)
-    assert len(waiting) >= 10, said  # every 5 seconds for a minute
+    # every 5 seconds for a minute, less the seconds importing torch takes the primary on a busy machine
+    assert len(waiting) >= 6, said
     assert "all 2 nodes joined" in said
     # A node's two ranks write to one log: a line can end where the other rank's begins, so the digest is read as
     # the hex it is, not as the rest of the word.
