@@ -183,6 +183,9 @@ class JobSummary:
     created: float  # seconds since the epoch
     console_url: str = ""
     handle: JobHandle | None = None  # what `status`/`wait`/`logs` take, where the listing gives enough to make one
+    #: A sweep's row: `trials` (how many the listing saw), `states` (trials per state), `summary` (in words) and
+    #: `best` (the best trial so far, where the listing knows it); None for a job.
+    sweep: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -192,6 +195,7 @@ class JobSummary:
             "created": self.created,
             "console_url": self.console_url,
             "handle": self.handle.dumps() if self.handle else None,
+            **({"sweep": dict(self.sweep)} if self.sweep is not None else {}),
         }
 
 

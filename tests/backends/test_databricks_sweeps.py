@@ -335,3 +335,28 @@ def test_logs_read_every_trial_each_line_tagged(clean_env: None, target: str) ->
             "[trial 3] [crosstrain: pending: not sent yet (lr=0.1, optimizer=adam)]",
             "[trial 4] [crosstrain: pending: not sent yet (lr=0.1, optimizer=sgd)]",
         ]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_list_shows_a_sweep_as_one_row_with_its_trials(clean_env: None, target: str) -> None:
+    with platform_for(target) as platform:
+        backend = platform.backend()
+        single = backend.submit(job_from_dict({**job(target), "sweep": None, "args": []}), dict(platform.settings))
+        handle = backend.submit(job_from_dict(all_at_once(target)), dict(platform.settings))
+        runs = [t["run_id"] for t in handle.ref["sweep"]["trials"]]
+        for run_id, native in zip(runs, ("TERMINATED/SUCCESS", "RUNNING", "RUNNING", "PENDING"), strict=True):
+            set_run(platform, run_id, native)
+        rows = list(platform.backend().list_jobs(dict(platform.settings)))
+        assert [row.identity for row in rows] == [handle.identity, single.identity]  # newest first
+        row = rows[0]
+        assert row.state is JobState.RUNNING
+        assert row.sweep is not None
+        assert row.sweep["trials"] == 4
+        assert row.sweep["states"] == {"QUEUED": 1, "RUNNING": 2, "SUCCEEDED": 1}
+        assert row.to_dict()["sweep"]["summary"] == "4 trials: 1 queued, 2 running, 1 succeeded"
+        assert "sweep" not in rows[1].to_dict()
+        assert row.handle is not None
+        listed = JobHandle.loads(row.handle.dumps())
+        assert [t["params"] for t in listed.ref["sweep"]["trials"]][1] == {"lr": "0.01", "optimizer": "sgd"}
+        status = platform.backend().status(listed)  # the row's handle reads every trial
+        assert status.message == "4 trials: 1 queued, 2 running, 1 succeeded"

@@ -15,12 +15,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from crosstrain import sweep as sweeps
 from crosstrain.errors import CrosstrainError, Problem, SpecError
-from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, Request
+from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient
@@ -297,7 +298,7 @@ def status(backend: WorkspaceBackend[Any, Any], handle: JobHandle) -> JobStatus:
     unless a trial was cancelled (the sweep is stopped)."""
     w = backend._handle_client(handle)
     spec = handle.ref["sweep"]
-    metric, goal = str(spec.get("metric")), str(spec.get("goal"))
+    metric, goal = str(spec.get("metric") or ""), str(spec.get("goal") or "")
     trials = list(spec.get("trials") or [])
     parallel = int(spec.get("parallel_trials") or len(trials))
     runs = {int(t["run_id"]): backend._read_run(w, int(t["run_id"])) for t in trials if "run_id" in t}
@@ -318,7 +319,7 @@ def status(backend: WorkspaceBackend[Any, Any], handle: JobHandle) -> JobStatus:
             results.append({"trial": trial["trial"], "params": trial["params"], "state": "PENDING"})
             continue
         state, native, _ = states[int(trial["run_id"])]
-        found = _reported(backend, w, str(trial.get("results") or ""), metric)
+        found = _reported(backend, w, str(trial.get("results") or ""), metric) if metric else None
         results.append(
             {
                 "trial": trial["trial"],
@@ -347,6 +348,8 @@ def status(backend: WorkspaceBackend[Any, Any], handle: JobHandle) -> JobStatus:
     if best is not None:
         which = "best" if state.terminal else "best so far"
         message += f"; {which}: trial {best['trial']} ({shown(best['params'])}), {metric} {best['value']:.6g}"
+    elif state.terminal and not metric:
+        message += "; the metric is read with the handle submit wrote (this one, from list, does not name it)"
     elif state.terminal:
         message += f"; no trial reported {metric} (crosstrain.runtime.report, with output_dir on a volume)"
     if isinstance(handle.ref, dict):  # what `status --json` prints, and the notebook's table of trials
@@ -392,3 +395,59 @@ def logs(
         if backend.is_issued(handle):  # a run of a handle this backend made (and checked) is its too
             one = backend.issue(one)
         yield from (tag + line for line in read(one))
+
+
+_TRIAL_NAME = re.compile(r" trial (?P<trial>\d+): (?P<said>.*)$")
+_TRIAL_TOKEN = re.compile(r"^(?P<sweep>.+)-t(?P<trial>\d+)$")
+
+
+def trial_of(run: Run, identity: str) -> tuple[str, int, dict[str, str]] | None:
+    """(the sweep's identity, the trial's number, its values as its run's name says them) of a trial's run:
+    its identity is `<sweep>-t<N>` and its name `<job> trial N: NAME=VALUE, ...`; None for a job's run."""
+    token, named = _TRIAL_TOKEN.match(identity), _TRIAL_NAME.search(run.run_name or "")
+    if token is None or named is None or token["trial"] != named["trial"]:
+        return None
+    values = dict(part.partition("=")[::2] for part in named["said"].split(", ") if "=" in part)
+    return token["sweep"], int(token["trial"]), values
+
+
+def listed(
+    backend: WorkspaceBackend[Any, Any],
+    host: str,
+    profile: str | None,
+    trials: list[tuple[Run, str, int, dict[str, str]]],
+) -> JobSummary:
+    """One sweep's row of `list`, from its trials' runs (newest first, as listed): its state from theirs, how
+    many per state, and a handle whose status reads every trial (the metric is on the handle submit wrote: the
+    runs do not say it, so the best is not known here). Pending trials have no run, so are not seen."""
+    ordered = sorted(trials, key=lambda item: item[2])
+    identity = _TRIAL_TOKEN.match(ordered[0][1])["sweep"]  # type: ignore[index]
+    states = [backend.run_state(run)[0] for run, *_ in ordered]
+    counts = {s.value: states.count(s) for s in JobState if s in states}
+    said = ", ".join(f"{n} {s.lower()}" for s, n in counts.items())
+    if not all(s.terminal for s in states):
+        state = JobState.RUNNING if JobState.RUNNING in states else JobState.QUEUED
+    elif all(s is JobState.CANCELLED for s in states):
+        state = JobState.CANCELLED
+    else:
+        state = JobState.SUCCEEDED if JobState.SUCCEEDED in states else JobState.FAILED
+    first = ordered[0][0]
+    ref = {
+        "host": host,
+        "profile": profile,
+        "run_id": first.run_id,
+        "sweep": {
+            "metric": None,
+            "goal": None,
+            "trials": [
+                {"trial": n, "params": values, "token": token, "results": "", "run_id": run.run_id}
+                for run, token, n, values in ordered
+            ],
+        },
+    }
+    console = first.run_page_url or ""
+    handle = JobHandle(backend.name, identity, f"sweep-{identity}", console_url=console, ref=ref)
+    summary = f"{len(ordered)} trials: {said}"
+    sweep = {"trials": len(ordered), "states": counts, "summary": summary, "best": None}
+    created = min((run.start_time or 0) for run, *_ in ordered) / 1000
+    return JobSummary(identity, state, summary, created, console, handle, sweep=sweep)
