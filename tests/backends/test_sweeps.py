@@ -378,6 +378,8 @@ def test_aiplatform_submits_a_sweep_in_the_jobs_own_create_and_follows_it() -> N
         said = backend.wait(handle, poll_interval=0.01)
         assert said.state.value == "SUCCEEDED"
         assert said.message.startswith("2 trials (1 running, 1 succeeded); best: trial 1 (lr=0.1), ")
+        assert [t["state"] for t in handle.ref["outcome"]["sweep"]["trials"]] == ["SUCCEEDED", "RUNNING"]
+        assert "<td>1 (best)</td><td>lr=0.1</td><td>SUCCEEDED</td><td>0.5</td>" in handle._repr_html_()
         assert backend.send(request).adopted  # exactly once: a re-submit adopts it
         assert platform.live_jobs(request.identity) == [handle.job_id]
 
@@ -492,6 +494,15 @@ def test_a_tuning_jobs_trials_and_the_best_are_said() -> None:
         )
     )  # fmt: skip
     assert trials_said(job) == "3 trials (1 active, 2 succeeded); best: trial 2 (lr=0.01), loss 0.25"
+    from crosstrain.backends.vertex.sweep import trials_outcome
+
+    outcome = trials_outcome(job)["sweep"]  # what status keeps on the handle: --json, the notebook's table
+    assert [(t["trial"], t["state"], t["params"], t.get("value")) for t in outcome["trials"]] == [
+        ("1", "SUCCEEDED", {"lr": 0.1}, 0.5),
+        ("2", "SUCCEEDED", {"lr": 0.01}, 0.25),
+        ("3", "ACTIVE", {"lr": 0.001}, None),
+    ]
+    assert (outcome["best"]["trial"], outcome["metric"], outcome["goal"]) == ("2", "loss", "minimize")
 
 
 def test_an_aiplatform_tuning_jobs_trials_and_the_best_are_said() -> None:
@@ -511,6 +522,17 @@ def test_an_aiplatform_tuning_jobs_trials_and_the_best_are_said() -> None:
         },
     }  # fmt: skip
     assert trials_said(job) == "3 trials (1 running, 2 succeeded); best: trial 2 (lr=0.01), accuracy 0.9"
+    from crosstrain.backends.aiplatform.sweep import trials_outcome
+
+    outcome = trials_outcome(job)
+    assert outcome is not None
+    assert [(t["trial"], t["state"], t.get("value"), t.get("step")) for t in outcome["sweep"]["trials"]] == [
+        ("1", "SUCCEEDED", 0.8, 10),
+        ("2", "SUCCEEDED", 0.9, 10),
+        ("3", "RUNNING", None, None),
+    ]
+    assert outcome["sweep"]["best"]["trial"] == "2"
+    assert outcome["sweep"]["goal"] == "maximize"
     assert trials_said({"trainingOutput": {}}) == ""
 
 

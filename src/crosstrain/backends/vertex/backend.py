@@ -456,8 +456,11 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         job = self._get(self._client(handle.ref["endpoint"]), handle.ref["name"])
         native = job.state.name
         state = STATE_MAP.get(native, JobState.UNKNOWN)
-        if _kind(handle.ref["name"]) == TUNING:  # a sweep: its trials and the best so far
-            return JobStatus(state, native, vertex_sweep.trials_said(job))
+        if _kind(handle.ref["name"]) == TUNING:  # a sweep: its trials and the best so far, kept on the handle
+            outcome = vertex_sweep.trials_outcome(job)
+            if isinstance(handle.ref, dict):
+                handle.ref["outcome"] = {"state": state.value, **outcome}
+            return JobStatus(state, native, str(outcome["message"]))
         if state is JobState.FAILED:
             return JobStatus(state, native, self._failure(handle, job))
         return JobStatus(state, native, job.error.message)
