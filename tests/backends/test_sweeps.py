@@ -571,3 +571,50 @@ def test_the_notebook_shows_a_sweeps_trials_as_a_table() -> None:
     assert "<td>1 (best)</td><td>lr=0.1</td><td>SUCCEEDED</td><td>0.5</td>" in shown
     assert "lr=&lt;b&gt;" in shown  # every value escaped
     assert "sweep</th><td style='text-align:left'>4 trials (grid)" in load_job(EXAMPLE)._repr_html_()
+
+
+def test_azureml_list_shows_a_sweep_as_one_row_with_its_trials() -> None:
+    from tests.backends.azureml_cloud import AzureMLPlatform
+
+    with AzureMLPlatform(statuses=("Running",)) as platform:
+        backend = platform.backend()
+        single = backend.send(backend.render(job_from_dict(BASE_JOB), dict(platform.settings)))
+        handle = backend.send(backend.render(sweep_job(args=["--lr", "${sweep.lr}"]), dict(platform.settings)))
+        platform.service.add_trial(handle.job_id, 0, {"lr": 0.1}, "Completed")
+        platform.service.add_trial(handle.job_id, 1, {"lr": 0.01}, "Running")
+        rows = list(platform.backend().list_jobs(dict(platform.settings)))
+        assert [row.identity for row in rows] == [handle.job_id, single.job_id]  # one row per sweep, newest first
+        assert rows[0].sweep is not None
+        assert rows[0].to_dict()["sweep"] == {
+            "trials": 2,
+            "states": {"SUCCEEDED": 1, "RUNNING": 1},
+            "summary": "2 trials (1 running, 1 succeeded)",
+            "best": None,
+        }
+        assert "sweep" not in rows[1].to_dict()
+        assert rows[0].handle is not None
+        assert "outcome" not in rows[0].handle.ref
+
+
+def test_vertex_list_shows_a_tuning_job_as_one_row_with_its_trials() -> None:
+    from tests.backends.vertex_server import VertexPlatform
+
+    with VertexPlatform() as platform:
+        backend = platform.backend()
+        single = backend.send(backend.render(job_from_dict(BASE_JOB), dict(platform.settings)))
+        handle = backend.send(backend.render(sweep_job(), dict(platform.settings)))
+        platform.service.jobs[handle.ref["name"]]["trials"] = [
+            {"id": "1", "state": "SUCCEEDED", "parameters": [{"parameterId": "lr", "value": 0.1}],
+             "finalMeasurement": {"stepCount": "3", "metrics": [{"metricId": "val_loss", "value": 0.5}]}},
+            {"id": "2", "state": "ACTIVE", "parameters": [{"parameterId": "lr", "value": 0.01}]},
+        ]  # fmt: skip
+        rows = list(platform.backend().list_jobs(dict(platform.settings)))
+        assert [row.identity for row in rows] == [handle.identity, single.identity]
+        assert rows[0].sweep is not None
+        assert rows[0].sweep["trials"] == 2
+        assert rows[0].sweep["states"] == {"SUCCEEDED": 1, "ACTIVE": 1}
+        assert rows[0].sweep["best"]["trial"] == "1"
+        assert rows[0].sweep["summary"].endswith("best: trial 1 (lr=0.1), val_loss 0.5")
+        assert rows[1].sweep is None
+        assert rows[0].handle is not None
+        assert "/hyperparameterTuningJobs/" in rows[0].handle.ref["name"]

@@ -756,14 +756,9 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                 console_url=console,
                 ref={**ref, "url": _job_url(ref, job.name)},
             )
-            yield JobSummary(
-                job.name,
-                STATE_MAP.get(native, JobState.UNKNOWN),
-                native,
-                created,
-                console,
-                handle,
-            )
+            state = STATE_MAP.get(native, JobState.UNKNOWN)
+            sweep = trials.listed(self, handle, job, state) if getattr(job, "type", "") == "sweep" else None
+            yield JobSummary(job.name, state, native, created, console, handle, sweep=sweep)
 
     def cancel(self, handle: JobHandle) -> None:
         self.check_handle(handle)

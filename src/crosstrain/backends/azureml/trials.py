@@ -120,3 +120,10 @@ def said(backend: AzureMLBackend, handle: JobHandle, job: Any, state: JobState) 
 
 def sweeps_shown(params: Mapping[str, Any]) -> str:
     return ", ".join(f"{name}={sweeps.text(value)}" for name, value in params.items())
+
+
+def listed(backend: AzureMLBackend, handle: JobHandle, job: Any, state: JobState) -> dict[str, Any]:
+    """The sweep job's row of `list`: its trials by state (one run history call) and the best so far."""
+    probe = JobHandle(handle.target, handle.identity, handle.job_id, handle.console_url, dict(handle.ref))
+    message = said(backend, probe, job, state)
+    return sweeps.listed(probe.ref.get("outcome") or {"message": message})

@@ -500,10 +500,12 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         client = self._client(endpoint)
         query = {"parent": parent, "filter": f"labels.{IDENTITY_LABEL}:*"}
 
-        def listed() -> list[CustomJob]:
+        def listed() -> list[Any]:  # the custom jobs, and the tuning jobs (a sweep each: one row)
             with gapic.calling(f"list the crosstrain jobs in {parent}"):
-                pager = client.list_custom_jobs(request=query, retry=None, timeout=self.retry.call_timeout)
-                return [job for job in pager if job.labels.get(IDENTITY_LABEL)]
+                timeout = self.retry.call_timeout
+                jobs = [*client.list_custom_jobs(request=query, retry=None, timeout=timeout)]
+                jobs += client.list_hyperparameter_tuning_jobs(request=query, retry=None, timeout=timeout)
+                return [job for job in jobs if job.labels.get(IDENTITY_LABEL)]
 
         for job in sorted(self.retry.poll(listed), key=_creation_order, reverse=True):
             native = job.state.name
@@ -516,6 +518,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
                 created.seconds + created.nanos / 1e9,
                 handle.console_url,
                 handle,
+                sweep=vertex_sweep.listed(job) if _kind(job.name) == TUNING else None,
             )
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:

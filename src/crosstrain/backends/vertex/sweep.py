@@ -139,3 +139,10 @@ def trials_outcome(job: Any) -> dict[str, Any]:
 
 def _value(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def listed(job: Any) -> dict[str, Any]:
+    """The tuning job's row of `list`: its trials by state and the best so far."""
+    from crosstrain.sweep import listed as row
+
+    return row(trials_outcome(job))
