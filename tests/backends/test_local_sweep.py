@@ -72,12 +72,15 @@ def test_the_example_runs_its_trials_here_and_names_the_best(tmp_path: Path) -> 
     assert sweep["best"]["params"] == {"lr": 0.05}  # the quickstart's own learning rate wins
     assert sweep["best"]["value"] == min(losses.values())
     assert "best: trial 3 (lr=0.05), loss" in done.stderr
-    # `list` shows the sweep (and its trials' runs), and `status` of its handle names the best
+    # `list` shows the sweep as one row (its trials' runs are in it), and `status` of its handle names the best
     listed = cli("list", "-t", "local", "--set", f"runs_dir={tmp_path}", "--json", timeout=120)
     assert listed.returncode == 0, listed.stderr
-    sweeps = [job for job in json.loads(listed.stdout) if job["identity"] == result["identity"]]
-    assert len(sweeps) == 1
-    assert sweeps[0]["state"] == "SUCCEEDED"
+    rows = json.loads(listed.stdout)
+    assert [job["identity"] for job in rows] == [result["identity"]]
+    assert rows[0]["state"] == "SUCCEEDED"
+    assert rows[0]["sweep"]["trials"] == 4
+    assert rows[0]["sweep"]["states"] == {"SUCCEEDED": 4}
+    assert rows[0]["sweep"]["best"]["params"] == {"lr": 0.05}
     handle = tmp_path / "sweeps" / result["identity"] / "handle.json"
     shown = cli("status", str(handle), timeout=120)
     assert "best: trial 3 (lr=0.05)" in shown.stdout, shown.stderr
