@@ -281,6 +281,7 @@ def test_parallel_trials_holds_and_each_next_trial_is_sent_once_as_one_ends(clea
         assert "2 running, 2 pending (sent as trials end, 2 at a time)" in said.message
         assert handle.ref["outcome"]["sweep"]["pending"] == [3, 4]
         assert [t["state"] for t in handle.ref["outcome"]["sweep"]["trials"]][2:] == ["PENDING", "PENDING"]
+        assert "<td>3</td><td>lr=0.1, optimizer=adam</td><td>PENDING</td><td></td>" in handle._repr_html_()
         assert len(platform.workspace.runs) == 2  # no slot free: nothing sent
         set_run(platform, first, "TERMINATED/SUCCESS")
         backend.status(handle)
