@@ -214,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("logs", "print a job's logs")
     _handle_arg(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing lines while the job runs")
+    p.add_argument("--trial", type=int, help="a Databricks sweep's trial N only (default: every trial)")
     verb("schema", "print the JSON Schema of job files (for editors and CI checks)")
     p = verb(
         "targets",
@@ -604,7 +605,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
-    lines = handle.logs(**_handle_settings(args), **({"follow": True} if args.follow else {}))
+    lines = handle.logs(**_handle_settings(args), follow=args.follow, trial=args.trial)
     if args.json:
         _print_json({"identity": handle.identity, "lines": list(lines)})
     else:

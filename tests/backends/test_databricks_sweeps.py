@@ -336,6 +336,10 @@ def test_logs_read_every_trial_each_line_tagged(clean_env: None, target: str) ->
             "[trial 3] [crosstrain: pending: not sent yet (lr=0.1, optimizer=adam)]",
             "[trial 4] [crosstrain: pending: not sent yet (lr=0.1, optimizer=sgd)]",
         ]
+        two = list(handle.logs(trial=2))  # `crosstrain logs --trial 2`: that trial's run only
+        assert two == [line for line in lines if line.startswith("[trial 2] ")]
+        with pytest.raises(SpecError, match="has no trial 9"):
+            list(handle.logs(trial=9))
 
 
 @pytest.mark.parametrize("target", TARGETS)
