@@ -365,3 +365,18 @@ def test_list_shows_a_sweep_as_one_row_with_its_trials(clean_env: None, target: 
         assert [t["params"] for t in listed.ref["sweep"]["trials"]][1] == {"lr": "0.01", "optimizer": "sgd"}
         status = platform.backend().status(listed)  # the row's handle reads every trial
         assert status.message == "4 trials: 1 queued, 2 running, 1 succeeded"
+
+
+def test_a_pending_trial_is_sent_only_under_its_own_token(clean_env: None) -> None:
+    """A handle whose pending trial's runs/submit carries another token (an edited handle) sends nothing: the
+    trial's token is the sweep's identity and its number, which is what makes it exactly once."""
+    with DatabricksPlatform() as platform:
+        backend = platform.backend()
+        handle = backend.submit(job_from_dict(two_at_a_time("databricks")), dict(platform.settings))
+        edited = json.loads(str(handle))
+        edited["ref"]["sweep"]["trials"][2]["submit"]["idempotency_token"] = "another-token"
+        for trial in handle.ref["sweep"]["trials"][:2]:
+            set_run(platform, trial["run_id"], "TERMINATED/SUCCESS")
+        with pytest.raises(SpecError, match="own idempotency token"):
+            platform.backend().status(JobHandle.loads(json.dumps(edited)))
+        assert len(platform.workspace.runs) == 2

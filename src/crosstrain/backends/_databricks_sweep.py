@@ -243,13 +243,14 @@ def send(
     )
 
 
-def _send_pending(backend: WorkspaceBackend[Any, Any], w: WorkspaceClient, trial: dict[str, Any]) -> Run:
-    """Send a pending trial: the runs/submit body the handle holds, under the trial's own token only (so it is
-    never run twice), to the handle's host (checked before the client was made)."""
+def _send_pending(backend: WorkspaceBackend[Any, Any], w: WorkspaceClient, identity: str, trial: dict[str, Any]) -> Run:
+    """Send a pending trial: the runs/submit body the handle holds, under the trial's own token only (the sweep's
+    identity and the trial's number: so it is never run twice), to the handle's host (checked before the client
+    was made)."""
     from crosstrain.adaptors import databricks as adaptor
 
-    body = trial.get("submit")
-    if not isinstance(body, dict) or body.get("idempotency_token") != trial.get("token"):
+    body, token = trial.get("submit"), trial_token(identity, int(trial.get("trial") or 0))
+    if not isinstance(body, dict) or not body.get("idempotency_token") == trial.get("token") == token:
         raise SpecError(
             [
                 Problem(
@@ -309,7 +310,7 @@ def status(backend: WorkspaceBackend[Any, Any], handle: JobHandle) -> JobStatus:
         if stopped or going >= parallel:
             break
         if "run_id" not in trial:
-            run = _send_pending(backend, w, trial)
+            run = _send_pending(backend, w, handle.identity, trial)
             runs[int(trial["run_id"])] = run
             states[int(trial["run_id"])] = backend.run_state(run)
             going += 1
