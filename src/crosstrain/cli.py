@@ -214,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("logs", "print a job's logs")
     _handle_arg(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing lines while the job runs")
+    p.add_argument("--trial", type=int, help="a Databricks sweep's trial N only (default: every trial)")
     verb("schema", "print the JSON Schema of job files (for editors and CI checks)")
     p = verb(
         "targets",
@@ -548,11 +549,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         _print_json([job.to_dict() for job in jobs])
         return ExitCode.OK
-    now = time.time()
+    now, person = time.time(), sys.stdout.isatty()
     rows = [
         (
-            job.identity,
-            job.state.value,
+            job.identity,  # a sweep's row says its trials to a person (a script reads them with --json)
+            f"{job.state.value} ({job.sweep['summary']})" if job.sweep and person else job.state.value,
             f"{elapsed_text(max(0.0, now - job.created))} ago",
             job.console_url,
             job.handle.dumps() if job.handle else "",
@@ -561,7 +562,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     ]
     if not jobs:
         _say(f"no job made by crosstrain on {args.target}")
-    elif sys.stdout.isatty():  # a person: a header and aligned columns (the handle, long, last)
+    elif person:  # a person: a header and aligned columns (the handle, long, last)
         _print_table(("IDENTITY", "STATE", "CREATED", "CONSOLE", "HANDLE"), rows, states=1)
     else:  # a script: one job per line, tab-separated, the handle last (`cut -f5 | xargs crosstrain status`)
         for row in rows:
@@ -604,7 +605,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     handle = _load_handle(args.handle)
-    lines = handle.logs(**_handle_settings(args), **({"follow": True} if args.follow else {}))
+    lines = handle.logs(**_handle_settings(args), follow=args.follow, trial=args.trial)
     if args.json:
         _print_json({"identity": handle.identity, "lines": list(lines)})
     else:

@@ -183,6 +183,9 @@ class JobSummary:
     created: float  # seconds since the epoch
     console_url: str = ""
     handle: JobHandle | None = None  # what `status`/`wait`/`logs` take, where the listing gives enough to make one
+    #: A sweep's row: `trials` (how many the listing saw), `states` (trials per state), `summary` (in words) and
+    #: `best` (the best trial so far, where the listing knows it); None for a job.
+    sweep: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -192,6 +195,7 @@ class JobSummary:
             "created": self.created,
             "console_url": self.console_url,
             "handle": self.handle.dumps() if self.handle else None,
+            **({"sweep": dict(self.sweep)} if self.sweep is not None else {}),
         }
 
 
@@ -369,11 +373,34 @@ class JobHandle:
     def cancel(self, *, config_profile: str | None = None, **settings: Any) -> None:
         self._backend(settings, config_profile).cancel(self)
 
-    def logs(self, *, follow: bool = False, config_profile: str | None = None, **settings: Any) -> Iterator[str]:
+    def logs(
+        self, *, follow: bool = False, trial: int | None = None, config_profile: str | None = None, **settings: Any
+    ) -> Iterator[str]:
         """The job's log lines, with any credential in them redacted; with `follow`, more as they come until the
-        job ends."""
+        job ends. `trial`: of a sweep whose handle holds its trials' runs (Databricks, AI Runtime), that trial's
+        only."""
         backend = self._backend(settings, config_profile)
-        return map(redact, backend.logs(self, follow=True) if follow else backend.logs(self))
+        handle = self if trial is None else self._trial(trial)
+        return map(redact, backend.logs(handle, follow=True) if follow else backend.logs(handle))
+
+    def _trial(self, number: int) -> JobHandle:
+        """The sweep's handle narrowed to trial `number` (its logs read that trial's run only)."""
+        sweep = self.ref.get("sweep") if isinstance(self.ref, Mapping) else None
+        trials = sweep.get("trials") if isinstance(sweep, Mapping) else None
+        if not isinstance(trials, list):
+            raise SpecError(
+                [
+                    Problem(
+                        "trial", f"{self.identity} is no sweep whose handle holds its trials' runs", "leave --trial out"
+                    )
+                ]
+            )
+        chosen = [t for t in trials if isinstance(t, Mapping) and t.get("trial") == number]
+        if not chosen:
+            numbers = ", ".join(str(t.get("trial")) for t in trials if isinstance(t, Mapping))
+            raise SpecError([Problem("trial", f"{self.identity} has no trial {number}", f"use one of {numbers}")])
+        ref = {**self.ref, "sweep": {**sweep, "trials": chosen}}  # type: ignore[dict-item]
+        return dataclasses.replace(self, ref=ref)
 
     def result(
         self, timeout: float | None = None, *, trust: bool = False, config_profile: str | None = None, **settings: Any

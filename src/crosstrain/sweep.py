@@ -570,3 +570,14 @@ def best(goal: str, results: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     pick = min if goal == "minimize" else max
     return pick(reported, key=lambda r: r["value"])
+
+
+def listed(outcome: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep's row of `list` (`JobSummary.sweep`) from the outcome its status keeps: how many trials, how many
+    in each state, the line status says, and the best so far (None where none is known)."""
+    trials = list((outcome.get("sweep") or {}).get("trials") or [])
+    states: dict[str, int] = {}
+    for trial in trials:
+        states[str(trial.get("state"))] = states.get(str(trial.get("state")), 0) + 1
+    best = (outcome.get("sweep") or {}).get("best")
+    return {"trials": len(trials), "states": states, "summary": str(outcome.get("message") or ""), "best": best}

@@ -65,6 +65,8 @@ _WORKSPACE = r"/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Ma
 _JOB = re.compile(rf"^(?P<job>{_WORKSPACE}/jobs/(?P<name>[^/]+))(?P<cancel>/cancel)?$")
 _ENVIRONMENT = re.compile(rf"^{_WORKSPACE}/environments/[^/]+/versions/[^/]+$")
 _JOBS = re.compile(rf"^{_WORKSPACE}/jobs$")
+#: The run history service's children of a run (a sweep's trials), as azure-ai-ml's RunHistoryClient asks.
+_CHILDREN = re.compile(rf"^/history/v1\.0{_WORKSPACE}/runs/(?P<run>[^/]+)/children$")
 _DATASTORE = re.compile(rf"^{_WORKSPACE}/datastores/(?P<name>[^/]+)(?P<secrets>/listSecrets)?$")
 _CODES = re.compile(
     rf"^(?P<versions>{_WORKSPACE}/codes/[^/]+/versions)(?P<version>/[^/]+)?(?P<pending>/startPendingUpload)?$"
@@ -160,6 +162,10 @@ class AzureMLService(LoopbackService):
         self.blob_endpoint = blob_endpoint
         self.container = container
         self.resources: dict[str, dict[str, Any]] = {}
+        #: The run history's child runs by parent run (a sweep's trials, `add_trial`), as its `Run` model has them.
+        self.children: dict[str, list[dict[str, Any]]] = {}
+        #: What the discovery document names for the run history, where not the region's API host (`api`).
+        self.discovered: str | None = None
         self.plans: dict[str, list[str]] = {}  # job path -> its statuses to come, the current one first
         #: What each job writes to its logs (with `blob_endpoint`): step i (file name under `user_logs/` -> text
         #: appended) is written at the i-th status read, the steps left all at once when a read says the job
@@ -202,6 +208,36 @@ class AzureMLService(LoopbackService):
         with self.lock:
             self.plans[self.job(name)] = [native]
 
+    @property
+    def api(self) -> str:
+        """The workspace region's API host (run history), as its discovery document names it."""
+        return f"https://{self.location}.api.azureml.ms"
+
+    def add_trial(self, sweep: str, index: int, values: dict[str, Any], status: str) -> str:
+        """A trial of the sweep job `sweep`, as the service records it: a child run `<sweep>_<index>` in the run
+        history (shaped by azure-ai-ml's own `Run` model), and its values as JSON in a tag of the sweep job named
+        by the run. Its run id."""
+        from azure.ai.ml._restclient.runhistory.models import Run
+
+        run_id = f"{sweep}_{index}"
+        run = Run(
+            run_id=run_id,
+            parent_run_id=sweep,
+            root_run_id=sweep,
+            experiment_id="00000000-0000-0000-0000-0000000000e1",
+            status=status,
+            display_name=run_id,
+            run_type="azureml.scriptrun",
+            tags={"_aml_system_ComputeTargetStatus": "{}"},
+            properties={"_azureml.ComputeTargetType": "amlctrain"},
+        )
+        with self.lock:
+            siblings = self.children.setdefault(sweep, [])
+            siblings[:] = [c for c in siblings if c["runId"] != run_id] + [run.as_dict()]
+            props = self.resources[self.job(sweep)]["properties"]
+            props["tags"] = {**(props.get("tags") or {}), run_id: json.dumps(values)}
+        return run_id
+
     # -- the server side -----------------------------------------------------------------------------------
     def operation(self, call: Call) -> str:
         job = _JOB.match(call.path)
@@ -215,6 +251,10 @@ class AzureMLService(LoopbackService):
             return "environment"
         if _JOBS.match(call.path):
             return "list"
+        if _CHILDREN.match(call.path):
+            return "children"
+        if call.path == "/discovery":
+            return "discovery"
         datastore = _DATASTORE.match(call.path)
         if datastore:
             return "datastore-secrets" if datastore["secrets"] else "datastore"
@@ -258,7 +298,7 @@ class AzureMLService(LoopbackService):
                     "name": name,
                     "location": self.location,
                     "type": "Microsoft.MachineLearningServices/workspaces",
-                    "properties": {"friendlyName": name},
+                    "properties": {"friendlyName": name, "discoveryUrl": f"{self.api}/discovery"},
                 },
             )
         compute = re.fullmatch(rf"{_WORKSPACE}/computes/([^/]+)", call.path)
@@ -300,6 +340,15 @@ class AzureMLService(LoopbackService):
             return read
         job = _JOB.match(call.path)
         code = _CODES.match(call.path)
+        children = _CHILDREN.match(call.path)
+        if children and call.method == "GET":  # a `PaginatedRunList`, in one page
+            from azure.ai.ml._restclient.runhistory.models import PaginatedRunList, Run
+
+            runs = [Run(c) for c in self.children.get(children["run"], [])]
+            return Reply(200, PaginatedRunList(value=runs).as_dict())
+        if call.path == "/discovery" and call.method == "GET":  # the region's service hosts, by kind
+            api = self.discovered or self.api
+            return Reply(200, dict.fromkeys(("api", "catalog", "experimentation", "history"), api))
         if _JOBS.match(call.path) and call.method == "GET":  # the jobs list: newest last, as stored
             return Reply(200, {"value": [self._read(path) for path in self.jobs]})
         datastore = _DATASTORE.match(call.path)

@@ -118,3 +118,24 @@ def test_a_handle_naming_a_credentialed_host_is_refused_without_showing_it() -> 
     assert [problem.path for problem in problems] == ["handle.ref.host"]
     assert "carries credentials" in problems[0].message
     assert "hunter2" not in str(problems)
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("https://eastus.api.azureml.ms", True),  # a region's run history (a sweep's trials)
+        ("https://westeurope2.api.azureml.ms", True),
+        ("https://api.azureml.ms", False),  # no region
+        ("https://eastus.api.azureml.ms.evil.example", False),
+        ("https://evil.example/eastus.api.azureml.ms", False),
+        ("http://eastus.api.azureml.ms", False),
+        ("https://eastus.api.azureml.ms:8443", False),
+    ],
+)
+def test_azureml_credential_goes_to_arm_and_a_regions_run_history_only(host: str, allowed: bool) -> None:
+    _, environ = PLACES["azureml"]
+    request = rendered("azureml").to_dict()
+    index = len(request["calls"]) - 1
+    request["calls"][index]["url"] = re.sub(r"^https://[^/]+", host, request["calls"][index]["url"])
+    problems = create_backend("azureml", environ=environ).request_problems(Request.from_dict(request))
+    assert (problems == []) is allowed, problems

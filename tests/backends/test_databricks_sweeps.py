@@ -43,6 +43,13 @@ def job(target: str, **changes: Any) -> dict[str, Any]:
     }
 
 
+def all_at_once(target: str) -> dict[str, Any]:
+    """The grid with every trial sent at once (parallel_trials 4)."""
+    spec = job(target)
+    spec["sweep"] = {**spec["sweep"], "parallel_trials": 4}
+    return spec
+
+
 def render(target: str, spec: dict[str, Any]) -> Request:
     return create_backend(target, environ={}).render(job_from_dict(spec), HOST)
 
@@ -143,7 +150,7 @@ def set_run(platform: DatabricksPlatform, run_id: int, native: str) -> None:
 def test_submit_sends_each_trial_once_and_a_re_submit_starts_none_again(clean_env: None, target: str) -> None:
     with platform_for(target) as platform:
         backend = platform.backend()
-        request = backend.render(job_from_dict(job(target)), dict(platform.settings))
+        request = backend.render(job_from_dict(all_at_once(target)), dict(platform.settings))
         handle = backend.send(request)
         assert len(platform.workspace.runs) == 4
         trials_ = handle.ref["sweep"]["trials"]
@@ -161,7 +168,7 @@ def test_submit_sends_each_trial_once_and_a_re_submit_starts_none_again(clean_en
 def test_status_shows_each_trial_and_the_best_so_far(clean_env: None, target: str) -> None:
     with platform_for(target) as platform:
         backend = platform.backend()
-        handle = backend.submit(job_from_dict(job(target)), dict(platform.settings))
+        handle = backend.submit(job_from_dict(all_at_once(target)), dict(platform.settings))
         runs = [t["run_id"] for t in handle.ref["sweep"]["trials"]]
         results = [t["results"] for t in handle.ref["sweep"]["trials"]]
         for run_id in runs[:3]:
@@ -188,7 +195,7 @@ def test_status_shows_each_trial_and_the_best_so_far(clean_env: None, target: st
 def test_a_sweep_where_no_trial_reported_failed_with_the_reason(clean_env: None) -> None:
     with DatabricksPlatform() as platform:
         backend = platform.backend()
-        handle = backend.submit(job_from_dict(job("databricks")), dict(platform.settings))
+        handle = backend.submit(job_from_dict(all_at_once("databricks")), dict(platform.settings))
         for trial in handle.ref["sweep"]["trials"]:
             set_run(platform, trial["run_id"], "TERMINATED/SUCCESS")
         status = backend.status(handle)
@@ -220,7 +227,7 @@ def test_golden_file_of_a_grid_sweep() -> None:
 def test_wait_follows_the_trials_to_the_end_and_names_the_best(clean_env: None) -> None:
     with DatabricksAIRPlatform() as platform:
         backend = platform.backend()
-        handle = backend.submit(job_from_dict(job("databricks-air")), dict(platform.settings))
+        handle = backend.submit(job_from_dict(all_at_once("databricks-air")), dict(platform.settings))
         for trial, loss in zip(handle.ref["sweep"]["trials"], (0.4, 0.3, 0.2, 0.1), strict=True):
             set_run(platform, trial["run_id"], "TERMINATED/SUCCESS")
             platform.workspace.files[trial["results"]] = json.dumps({"step": 3, "metrics": {"val_loss": loss}}).encode()
@@ -237,7 +244,7 @@ def test_a_trial_whose_submit_answer_was_lost_is_started_once(clean_env: None) -
     retries send the same token, and the workspace holds one run per trial."""
     with DatabricksPlatform() as platform:
         backend = platform.backend()
-        request = backend.render(job_from_dict(job("databricks")), dict(platform.settings))
+        request = backend.render(job_from_dict(all_at_once("databricks")), dict(platform.settings))
         platform.workspace.inject("create", "error", "drop")
         handle = backend.send(request)
         assert platform.workspace.played["error"] == 1
@@ -245,3 +252,131 @@ def test_a_trial_whose_submit_answer_was_lost_is_started_once(clean_env: None) -
         assert len(platform.workspace.runs) == 4
         assert len({t["run_id"] for t in handle.ref["sweep"]["trials"]}) == 4
         assert len(platform.workspace.submits()) == 6  # one trial sent three times
+
+
+def two_at_a_time(target: str) -> dict[str, Any]:
+    spec = job(target)
+    spec["sweep"] = {**spec["sweep"], "parallel_trials": 2}
+    return spec
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_parallel_trials_holds_and_each_next_trial_is_sent_once_as_one_ends(clean_env: None, target: str) -> None:
+    """Submit sends the first two of four trials; status says the others are pending, and sends the next as a
+    trial ends; a status of a handle read back from its text (another process) or a re-submit sends no trial
+    twice (each trial's token returns its run)."""
+    with platform_for(target) as platform:
+        backend = platform.backend()
+        request = backend.render(job_from_dict(two_at_a_time(target)), dict(platform.settings))
+        handle = backend.send(request)
+        assert len(platform.workspace.runs) == 2
+        sweep = handle.ref["sweep"]
+        assert [("run_id" in t, "submit" in t) for t in sweep["trials"]] == [(True, False)] * 2 + [(False, True)] * 2
+        saved = str(handle)  # the handle as `crosstrain submit` writes it: trials 3 and 4 pending
+        first, second = (t["run_id"] for t in sweep["trials"][:2])
+        set_run(platform, first, "RUNNING")
+        set_run(platform, second, "RUNNING")
+        said = backend.status(handle)
+        assert said.state is JobState.RUNNING
+        assert "2 running, 2 pending (sent as trials end, 2 at a time)" in said.message
+        assert handle.ref["outcome"]["sweep"]["pending"] == [3, 4]
+        assert [t["state"] for t in handle.ref["outcome"]["sweep"]["trials"]][2:] == ["PENDING", "PENDING"]
+        assert "<td>3</td><td>lr=0.1, optimizer=adam</td><td>PENDING</td><td></td>" in handle._repr_html_()
+        assert len(platform.workspace.runs) == 2  # no slot free: nothing sent
+        set_run(platform, first, "TERMINATED/SUCCESS")
+        backend.status(handle)
+        assert len(platform.workspace.runs) == 3  # trial 1 ended: trial 3 sent
+        third = handle.ref["sweep"]["trials"][2]["run_id"]
+        assert platform.workspace.runs[third]["token"] == trial_token(request.identity, 3)
+        set_run(platform, third, "RUNNING")
+        elsewhere = JobHandle.loads(saved)  # still says trial 3 is pending: its token returns its run
+        backend.status(elsewhere)
+        assert len(platform.workspace.runs) == 3
+        assert elsewhere.ref["sweep"]["trials"][2]["run_id"] == third
+        again = platform.backend().send(request)  # a re-submit: the first two trials' runs, the rest pending
+        assert len(platform.workspace.runs) == 3
+        assert [t.get("run_id") for t in again.ref["sweep"]["trials"]][:2] == [first, second]
+        for run_id in (second, third):
+            set_run(platform, run_id, "TERMINATED/SUCCESS")
+        for trial, loss in zip(handle.ref["sweep"]["trials"][:3], (0.3, 0.2, 0.1), strict=True):
+            platform.workspace.files[trial["results"]] = json.dumps({"step": 1, "metrics": {"val_loss": loss}}).encode()
+        backend.status(handle)  # trials 2 and 3 ended: trial 4 sent
+        fourth = handle.ref["sweep"]["trials"][3]["run_id"]
+        set_run(platform, fourth, "TERMINATED/SUCCESS")
+        done = backend.wait(handle, poll_interval=0.01)
+        assert done.state is JobState.SUCCEEDED
+        assert done.message.startswith("4 trials: 4 succeeded; best: trial 3")
+        assert sorted(r["token"] for r in platform.workspace.runs.values()) == [
+            trial_token(request.identity, n) for n in range(1, 5)
+        ]
+
+
+def test_a_cancelled_sweep_sends_no_pending_trial(clean_env: None) -> None:
+    with DatabricksPlatform() as platform:
+        backend = platform.backend()
+        handle = backend.submit(job_from_dict(two_at_a_time("databricks")), dict(platform.settings))
+        saved = str(handle)
+        backend.cancel(handle)
+        status = backend.status(handle)
+        assert status.state is JobState.CANCELLED
+        assert "2 pending (never sent: the sweep was cancelled)" in status.message
+        assert backend.status(JobHandle.loads(saved)).state is JobState.CANCELLED  # its trials say so elsewhere too
+        assert len(platform.workspace.runs) == 2
+
+
+@pytest.mark.parametrize("target", ["databricks"])
+def test_logs_read_every_trial_each_line_tagged(clean_env: None, target: str) -> None:
+    with platform_for(target) as platform:
+        backend = platform.backend()
+        handle = backend.submit(job_from_dict(two_at_a_time(target)), dict(platform.settings))
+        lines = list(backend.logs(handle))
+        assert [line for line in lines if line.startswith("[trial 1] ")][:1] == ["[trial 1] [driver] epoch 1 loss 0.5"]
+        assert "[trial 2] [driver] epoch 2 loss 0.1" in lines
+        assert lines[-2:] == [
+            "[trial 3] [crosstrain: pending: not sent yet (lr=0.1, optimizer=adam)]",
+            "[trial 4] [crosstrain: pending: not sent yet (lr=0.1, optimizer=sgd)]",
+        ]
+        two = list(handle.logs(trial=2))  # `crosstrain logs --trial 2`: that trial's run only
+        assert two == [line for line in lines if line.startswith("[trial 2] ")]
+        with pytest.raises(SpecError, match="has no trial 9"):
+            list(handle.logs(trial=9))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_list_shows_a_sweep_as_one_row_with_its_trials(clean_env: None, target: str) -> None:
+    with platform_for(target) as platform:
+        backend = platform.backend()
+        single = backend.submit(job_from_dict({**job(target), "sweep": None, "args": []}), dict(platform.settings))
+        handle = backend.submit(job_from_dict(all_at_once(target)), dict(platform.settings))
+        runs = [t["run_id"] for t in handle.ref["sweep"]["trials"]]
+        for run_id, native in zip(runs, ("TERMINATED/SUCCESS", "RUNNING", "RUNNING", "PENDING"), strict=True):
+            set_run(platform, run_id, native)
+        rows = list(platform.backend().list_jobs(dict(platform.settings)))
+        assert [row.identity for row in rows] == [handle.identity, single.identity]  # newest first
+        row = rows[0]
+        assert row.state is JobState.RUNNING
+        assert row.sweep is not None
+        assert row.sweep["trials"] == 4
+        assert row.sweep["states"] == {"QUEUED": 1, "RUNNING": 2, "SUCCEEDED": 1}
+        assert row.to_dict()["sweep"]["summary"] == "4 trials: 1 queued, 2 running, 1 succeeded"
+        assert "sweep" not in rows[1].to_dict()
+        assert row.handle is not None
+        listed = JobHandle.loads(row.handle.dumps())
+        assert [t["params"] for t in listed.ref["sweep"]["trials"]][1] == {"lr": "0.01", "optimizer": "sgd"}
+        status = platform.backend().status(listed)  # the row's handle reads every trial
+        assert status.message == "4 trials: 1 queued, 2 running, 1 succeeded"
+
+
+def test_a_pending_trial_is_sent_only_under_its_own_token(clean_env: None) -> None:
+    """A handle whose pending trial's runs/submit carries another token (an edited handle) sends nothing: the
+    trial's token is the sweep's identity and its number, which is what makes it exactly once."""
+    with DatabricksPlatform() as platform:
+        backend = platform.backend()
+        handle = backend.submit(job_from_dict(two_at_a_time("databricks")), dict(platform.settings))
+        edited = json.loads(str(handle))
+        edited["ref"]["sweep"]["trials"][2]["submit"]["idempotency_token"] = "another-token"
+        for trial in handle.ref["sweep"]["trials"][:2]:
+            set_run(platform, trial["run_id"], "TERMINATED/SUCCESS")
+        with pytest.raises(SpecError, match="own idempotency token"):
+            platform.backend().status(JobHandle.loads(json.dumps(edited)))
+        assert len(platform.workspace.runs) == 2

@@ -36,6 +36,31 @@ def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     )
 
 
+def on_a_terminal(*args: str) -> list[str]:
+    """The CLI's lines as a terminal shows them (its stdout a pty), colour left out."""
+    import pty
+    import re
+    import select
+
+    env = inherited_environment(os.environ)
+    env["PYTHONPATH"] = str(Path(crosstrain.__file__).parent.parent)
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "crosstrain.cli", *args], stdout=secondary, stderr=subprocess.DEVNULL, env=env, cwd=ROOT
+    )
+    os.close(secondary)
+    seen = b""
+    while process.poll() is None or select.select([primary], [], [], 0.2)[0]:
+        if select.select([primary], [], [], 0.2)[0]:
+            try:
+                seen += os.read(primary, 65536)
+            except OSError:
+                break
+    os.close(primary)
+    assert process.wait(timeout=60) == 0
+    return re.sub(r"\x1b\[[0-9;]*m", "", seen.decode()).replace("\r\n", "\n").splitlines()
+
+
 def test_each_trial_is_a_local_run_with_its_values(tmp_path: Path) -> None:
     request = create_backend("local", environ={}).render(load_job(EXAMPLE), {"runs_dir": str(tmp_path)})
     sweep = request.create.body["sweep"]
@@ -72,12 +97,18 @@ def test_the_example_runs_its_trials_here_and_names_the_best(tmp_path: Path) -> 
     assert sweep["best"]["params"] == {"lr": 0.05}  # the quickstart's own learning rate wins
     assert sweep["best"]["value"] == min(losses.values())
     assert "best: trial 3 (lr=0.05), loss" in done.stderr
-    # `list` shows the sweep (and its trials' runs), and `status` of its handle names the best
+    # `list` shows the sweep as one row (its trials' runs are in it), and `status` of its handle names the best
     listed = cli("list", "-t", "local", "--set", f"runs_dir={tmp_path}", "--json", timeout=120)
     assert listed.returncode == 0, listed.stderr
-    sweeps = [job for job in json.loads(listed.stdout) if job["identity"] == result["identity"]]
-    assert len(sweeps) == 1
-    assert sweeps[0]["state"] == "SUCCEEDED"
+    rows = json.loads(listed.stdout)
+    assert [job["identity"] for job in rows] == [result["identity"]]
+    assert rows[0]["state"] == "SUCCEEDED"
+    assert rows[0]["sweep"]["trials"] == 4
+    assert rows[0]["sweep"]["states"] == {"SUCCEEDED": 4}
+    assert rows[0]["sweep"]["best"]["params"] == {"lr": 0.05}
+    table = on_a_terminal("list", "-t", "local", "--set", f"runs_dir={tmp_path}")  # a person sees the trials
+    assert table[1].split()[:4] == [result["identity"], "SUCCEEDED", "(best:", "trial"]
+    assert "4 of 4 trials succeeded)" in table[1]
     handle = tmp_path / "sweeps" / result["identity"] / "handle.json"
     shown = cli("status", str(handle), timeout=120)
     assert "best: trial 3 (lr=0.05)" in shown.stdout, shown.stderr

@@ -378,30 +378,78 @@ def test_aiplatform_submits_a_sweep_in_the_jobs_own_create_and_follows_it() -> N
         said = backend.wait(handle, poll_interval=0.01)
         assert said.state.value == "SUCCEEDED"
         assert said.message.startswith("2 trials (1 running, 1 succeeded); best: trial 1 (lr=0.1), ")
+        assert [t["state"] for t in handle.ref["outcome"]["sweep"]["trials"]] == ["SUCCEEDED", "RUNNING"]
+        assert "<td>1 (best)</td><td>lr=0.1</td><td>SUCCEEDED</td><td>0.5</td>" in handle._repr_html_()
         assert backend.send(request).adopted  # exactly once: a re-submit adopts it
         assert platform.live_jobs(request.identity) == [handle.job_id]
 
 
 def test_azureml_submits_a_sweep_job_and_follows_it() -> None:
-    from tests.backends.azureml_cloud import AzureMLPlatform
+    """Status and wait read the sweep's trials through the real MLClient: its child runs from the run history
+    service of the workspace's region (found through the workspace's discovery URL), each trial's values from
+    the sweep job's tags, the best and its metric from its properties."""
+    from tests.backends.azureml_cloud import SUBSCRIPTION, AzureMLPlatform
 
-    with AzureMLPlatform(statuses=("Queued", "Running", "Completed")) as platform:
+    with AzureMLPlatform(statuses=("Queued", "Running", "Running", "Completed")) as platform:
         backend = platform.backend()
         job = sweep_job(args=["--lr", "${sweep.lr}"])
         request = backend.render(job, dict(platform.settings))
         handle = backend.send(request)
         puts = [c for c in platform.service.received if c.method == "PUT" and "/jobs/" in c.path]
         assert puts[-1].body["properties"]["jobType"] == "Sweep"
-        assert "best trial" not in backend.status(handle).message  # none chosen yet
-        path = platform.service.job(handle.job_id)
-        with platform.service.lock:  # the service records the best trial on the sweep job's properties
+        first = backend.status(handle)
+        assert first.message.startswith("0 trials")
+        assert "best" not in first.message  # none chosen yet
+        name = handle.job_id
+        platform.service.add_trial(name, 0, {"lr": 0.1, "layers": 2}, "Completed")
+        platform.service.add_trial(name, 1, {"lr": 0.01, "layers": 3}, "Running")
+        platform.service.add_trial(name, 2, {"lr": 0.001, "layers": 2}, "Queued")
+        path = platform.service.job(name)
+        with platform.service.lock:  # the service records the best trial so far on the sweep job's properties
             props = platform.service.resources[path]["properties"]
-            props["properties"] = {**(props.get("properties") or {}), "best_child_run_id": f"{handle.job_id}_3"}
-        said = backend.wait(handle, poll_interval=0.01)
-        assert said.state.value == "SUCCEEDED"
-        assert said.message.startswith(f"best trial so far: {handle.job_id}_3; its trials: az ml job list")
+            props["properties"] = {**(props.get("properties") or {}), "best_child_run_id": f"{name}_0", "score": "0.25"}
+        said = backend.status(handle)
+        assert said.message == (
+            "3 trials (1 queued, 1 running, 1 succeeded); best so far: trial 0 (lr=0.1, layers=2), val_loss 0.25"
+        )
+        outcome = handle.ref["outcome"]["sweep"]  # what --json prints, and the notebook's table
+        assert [(t["trial"], t["state"], t["params"]) for t in outcome["trials"]] == [
+            (0, "SUCCEEDED", {"lr": 0.1, "layers": 2}),
+            (1, "RUNNING", {"lr": 0.01, "layers": 3}),
+            (2, "QUEUED", {"lr": 0.001, "layers": 2}),
+        ]
+        assert outcome["trials"][0]["value"] == 0.25
+        assert (outcome["best"]["run_id"], outcome["metric"], outcome["goal"]) == (f"{name}_0", "val_loss", "minimize")
+        assert "<td>0 (best)</td><td>lr=0.1, layers=2</td><td>SUCCEEDED</td><td>0.25</td>" in handle._repr_html_()
+        children = [r for r in platform.transport.sent() if r.url.split("?")[0].endswith(f"/runs/{name}/children")]
+        assert children
+        assert children[0].url.startswith(f"https://eastus.api.azureml.ms/history/v1.0/subscriptions/{SUBSCRIPTION}")
+        assert children[0].headers["Authorization"] == "Bearer fake-token"  # the same credential, as the SDK asks
+        for index in (1, 2):
+            platform.service.add_trial(
+                name, index, {"lr": [0.01, 0.001][index - 1], "layers": 3 - index % 2}, "Completed"
+            )
+        done = backend.wait(handle, poll_interval=0.01)
+        assert done.state.value == "SUCCEEDED"
+        assert done.message.startswith("3 trials (3 succeeded); best: trial 0 (lr=0.1, layers=2), val_loss 0.25")
         assert backend.send(request).adopted
         assert platform.live_jobs(request.identity) == [handle.job_id]
+
+
+def test_azureml_trials_are_not_read_from_a_host_that_is_not_a_regions_run_history() -> None:
+    """A discovery URL that names another host: no trial is read there (the token goes nowhere else), and the
+    sweep's state stands."""
+    from tests.backends.azureml_cloud import AzureMLPlatform
+
+    with AzureMLPlatform(statuses=("Running",)) as platform:
+        backend = platform.backend()
+        handle = backend.send(backend.render(sweep_job(args=["--lr", "${sweep.lr}"]), dict(platform.settings)))
+        platform.service.discovered = "https://eastus.api.azureml.ms.example.com"
+        said = backend.status(handle)
+        assert not said.state.terminal
+        assert "its trials are not read" in said.message
+        assert "not a region's Azure ML API host" in said.message
+        assert not [r for r in platform.transport.sent() if "/children" in r.url]
 
 
 def test_vertex_submits_a_tuning_job_exactly_once_and_follows_it() -> None:
@@ -446,6 +494,15 @@ def test_a_tuning_jobs_trials_and_the_best_are_said() -> None:
         )
     )  # fmt: skip
     assert trials_said(job) == "3 trials (1 active, 2 succeeded); best: trial 2 (lr=0.01), loss 0.25"
+    from crosstrain.backends.vertex.sweep import trials_outcome
+
+    outcome = trials_outcome(job)["sweep"]  # what status keeps on the handle: --json, the notebook's table
+    assert [(t["trial"], t["state"], t["params"], t.get("value")) for t in outcome["trials"]] == [
+        ("1", "SUCCEEDED", {"lr": 0.1}, 0.5),
+        ("2", "SUCCEEDED", {"lr": 0.01}, 0.25),
+        ("3", "ACTIVE", {"lr": 0.001}, None),
+    ]
+    assert (outcome["best"]["trial"], outcome["metric"], outcome["goal"]) == ("2", "loss", "minimize")
 
 
 def test_an_aiplatform_tuning_jobs_trials_and_the_best_are_said() -> None:
@@ -465,6 +522,17 @@ def test_an_aiplatform_tuning_jobs_trials_and_the_best_are_said() -> None:
         },
     }  # fmt: skip
     assert trials_said(job) == "3 trials (1 running, 2 succeeded); best: trial 2 (lr=0.01), accuracy 0.9"
+    from crosstrain.backends.aiplatform.sweep import trials_outcome
+
+    outcome = trials_outcome(job)
+    assert outcome is not None
+    assert [(t["trial"], t["state"], t.get("value"), t.get("step")) for t in outcome["sweep"]["trials"]] == [
+        ("1", "SUCCEEDED", 0.8, 10),
+        ("2", "SUCCEEDED", 0.9, 10),
+        ("3", "RUNNING", None, None),
+    ]
+    assert outcome["sweep"]["best"]["trial"] == "2"
+    assert outcome["sweep"]["goal"] == "maximize"
     assert trials_said({"trainingOutput": {}}) == ""
 
 
@@ -503,3 +571,50 @@ def test_the_notebook_shows_a_sweeps_trials_as_a_table() -> None:
     assert "<td>1 (best)</td><td>lr=0.1</td><td>SUCCEEDED</td><td>0.5</td>" in shown
     assert "lr=&lt;b&gt;" in shown  # every value escaped
     assert "sweep</th><td style='text-align:left'>4 trials (grid)" in load_job(EXAMPLE)._repr_html_()
+
+
+def test_azureml_list_shows_a_sweep_as_one_row_with_its_trials() -> None:
+    from tests.backends.azureml_cloud import AzureMLPlatform
+
+    with AzureMLPlatform(statuses=("Running",)) as platform:
+        backend = platform.backend()
+        single = backend.send(backend.render(job_from_dict(BASE_JOB), dict(platform.settings)))
+        handle = backend.send(backend.render(sweep_job(args=["--lr", "${sweep.lr}"]), dict(platform.settings)))
+        platform.service.add_trial(handle.job_id, 0, {"lr": 0.1}, "Completed")
+        platform.service.add_trial(handle.job_id, 1, {"lr": 0.01}, "Running")
+        rows = list(platform.backend().list_jobs(dict(platform.settings)))
+        assert [row.identity for row in rows] == [handle.job_id, single.job_id]  # one row per sweep, newest first
+        assert rows[0].sweep is not None
+        assert rows[0].to_dict()["sweep"] == {
+            "trials": 2,
+            "states": {"SUCCEEDED": 1, "RUNNING": 1},
+            "summary": "2 trials (1 running, 1 succeeded)",
+            "best": None,
+        }
+        assert "sweep" not in rows[1].to_dict()
+        assert rows[0].handle is not None
+        assert "outcome" not in rows[0].handle.ref
+
+
+def test_vertex_list_shows_a_tuning_job_as_one_row_with_its_trials() -> None:
+    from tests.backends.vertex_server import VertexPlatform
+
+    with VertexPlatform() as platform:
+        backend = platform.backend()
+        single = backend.send(backend.render(job_from_dict(BASE_JOB), dict(platform.settings)))
+        handle = backend.send(backend.render(sweep_job(), dict(platform.settings)))
+        platform.service.jobs[handle.ref["name"]]["trials"] = [
+            {"id": "1", "state": "SUCCEEDED", "parameters": [{"parameterId": "lr", "value": 0.1}],
+             "finalMeasurement": {"stepCount": "3", "metrics": [{"metricId": "val_loss", "value": 0.5}]}},
+            {"id": "2", "state": "ACTIVE", "parameters": [{"parameterId": "lr", "value": 0.01}]},
+        ]  # fmt: skip
+        rows = list(platform.backend().list_jobs(dict(platform.settings)))
+        assert [row.identity for row in rows] == [handle.identity, single.identity]
+        assert rows[0].sweep is not None
+        assert rows[0].sweep["trials"] == 2
+        assert rows[0].sweep["states"] == {"SUCCEEDED": 1, "ACTIVE": 1}
+        assert rows[0].sweep["best"]["trial"] == "1"
+        assert rows[0].sweep["summary"].endswith("best: trial 1 (lr=0.1), val_loss 0.5")
+        assert rows[1].sweep is None
+        assert rows[0].handle is not None
+        assert "/hyperparameterTuningJobs/" in rows[0].handle.ref["name"]

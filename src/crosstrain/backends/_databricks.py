@@ -626,14 +626,26 @@ class WorkspaceBackend(Backend[WS, P]):
 
         runs = self._safe_call(listing, f"runs/list on {settings.host}")
         found = [(run, self.recorded(run)) for run in runs if run.run_id is not None]
+        from crosstrain.backends import _databricks_sweep as sweeps
+
+        rows: list[JobSummary | list[Any]] = []  # a job's row, or a sweep's trials (one row, where its newest is)
+        sweep_rows: dict[str, list[Any]] = {}
         for run, recorded in sorted(found, key=lambda item: -(item[0].start_time or 0)):
             if recorded is None or not recorded.identity:
+                continue
+            trial = sweeps.trial_of(run, recorded.identity)
+            if trial is not None:  # a sweep's trial: one row per sweep
+                if trial[0] not in sweep_rows:
+                    rows.append(sweep_rows.setdefault(trial[0], []))
+                sweep_rows[trial[0]].append((run, recorded.identity, trial[1], trial[2]))
                 continue
             state, native, _ = state_of(run)
             console = run.run_page_url or ""
             ref = {"host": settings.host, "profile": profile, "run_id": run.run_id}
             handle = JobHandle(self.name, recorded.identity, str(run.run_id), console_url=console, ref=ref)
-            yield JobSummary(recorded.identity, state, native, (run.start_time or 0) / 1000, console, handle)
+            rows.append(JobSummary(recorded.identity, state, native, (run.start_time or 0) / 1000, console, handle))
+        for row in rows:
+            yield row if isinstance(row, JobSummary) else sweeps.listed(self, settings.host, profile, row)
 
     #: A run's common state, `life_cycle_state[/result_state]` and message (for the modules the backends share).
     run_state = staticmethod(state_of)

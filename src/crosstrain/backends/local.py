@@ -538,9 +538,19 @@ class LocalBackend(Backend[LocalSettings, None]):
                 found.append((path.stat().st_mtime, path.parent, JobHandle.loads(path.read_text())))
             except (OSError, SpecError):
                 continue
+        from crosstrain.sweep import listed
+
+        outcomes = [handle.ref.get("outcome") or {} for *_, handle in found]
+        trials = {t.get("run_id") for o in outcomes for t in (o.get("sweep") or {}).get("trials") or []}
         for created, folder, handle in sorted(found, key=lambda item: -item[0]):
+            if handle.job_id in trials:  # a sweep's trial: its sweep's row says it
+                continue
             status = self.status(handle)
-            yield JobSummary(handle.identity, status.state, status.native_state, created, str(folder), handle)
+            outcome = handle.ref.get("outcome") or {}
+            sweep = listed(outcome) if "sweep" in outcome else None
+            yield JobSummary(
+                handle.identity, status.state, status.native_state, created, str(folder), handle, sweep=sweep
+            )
 
     def _runs_dir(self, overrides: Mapping[str, Any] | None = None) -> Path:
         settings = self.settings_model.model_validate({**self.overrides, **(overrides or {})})

@@ -384,8 +384,13 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         self.check_handle(handle)
         job = self._get(handle.ref["url"])
         native = str(job.get("state", "STATE_UNSPECIFIED"))
-        said = "; ".join(m for m in (aiplatform_sweep.trials_said(job), str(job.get("errorMessage", ""))) if m)
-        return JobStatus(STATE_MAP.get(native, JobState.UNKNOWN), native, said)
+        state = STATE_MAP.get(native, JobState.UNKNOWN)
+        outcome = aiplatform_sweep.trials_outcome(job)
+        if outcome is not None and isinstance(handle.ref, dict):  # a sweep: its trials, kept on the handle
+            handle.ref["outcome"] = {"state": state.value, **outcome}
+        trials = str(outcome["message"]) if outcome else ""
+        said = "; ".join(m for m in (trials, str(job.get("errorMessage", ""))) if m)
+        return JobStatus(state, native, said)
 
     def cancel(self, handle: JobHandle) -> None:
         self.check_handle(handle)

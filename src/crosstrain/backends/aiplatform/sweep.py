@@ -69,24 +69,44 @@ def trials_said(job: dict[str, Any]) -> str:
     """A tuning job's trials (`trainingOutput.trials`, each a `HyperparameterOutput`) as one line: how many in
     each state, and the best so far by the spec's goal, its hyperparameters and final objective value; "" for a
     job that is no tuning job."""
+    outcome = trials_outcome(job)
+    return str(outcome["message"]) if outcome else ""
+
+
+def trials_outcome(job: dict[str, Any]) -> dict[str, Any] | None:
+    """The tuning job's trials as status keeps them on the handle (`--json`, the notebook's table): each trial's
+    state, hyperparameters and final objective value, the best so far, and the line `trials_said` says; None
+    for a job that is no tuning job."""
     output = job.get("trainingOutput") or {}
     if not output.get("isHyperparameterTuningJob"):
-        return ""
+        return None
     trials = [t for t in output.get("trials") or [] if isinstance(t, dict)]
     spec = (job.get("trainingInput") or {}).get("hyperparameters") or {}
+    metric = str(output.get("hyperparameterMetricTag") or spec.get("hyperparameterMetricTag") or "the metric")
     states: dict[str, int] = {}
-    measured = []
+    results: list[dict[str, Any]] = []
     for trial in trials:
         state = str(trial.get("state", "STATE_UNSPECIFIED"))
         states[state] = states.get(state, 0) + 1
-        value = (trial.get("finalMetric") or {}).get("objectiveValue")
+        result: dict[str, Any] = {
+            "trial": trial.get("trialId"),
+            "params": dict(sorted((trial.get("hyperparameters") or {}).items())),
+            "state": state,
+        }
+        final = trial.get("finalMetric") or {}
+        value = final.get("objectiveValue")
         if isinstance(value, (int, float)):
-            measured.append((float(value), trial))
+            result["value"] = float(value)
+            if final.get("trainingStep") is not None:
+                result["step"] = int(final["trainingStep"])
+        results.append(result)
     counts = ", ".join(f"{n} {s.lower()}" for s, n in sorted(states.items()))
     said = [f"{len(trials)} trials" + (f" ({counts})" if counts else "")]
-    if measured:
-        value, trial = (max if spec.get("goal") == "MAXIMIZE" else min)(measured, key=lambda item: item[0])
-        values = ", ".join(f"{k}={v}" for k, v in sorted((trial.get("hyperparameters") or {}).items()))
-        metric = output.get("hyperparameterMetricTag") or spec.get("hyperparameterMetricTag") or "the metric"
-        said.append(f"best: trial {trial.get('trialId')} ({values}), {metric} {value:.6g}")
-    return "; ".join(said)
+    measured = [r for r in results if "value" in r]
+    goal = "maximize" if spec.get("goal") == "MAXIMIZE" else "minimize"
+    best = (max if goal == "maximize" else min)(measured, key=lambda r: r["value"]) if measured else None
+    if best is not None:
+        values = ", ".join(f"{k}={v}" for k, v in best["params"].items())
+        said.append(f"best: trial {best['trial']} ({values}), {metric} {best['value']:.6g}")
+    sweep = {"metric": metric, "goal": goal, "trials": results, "best": best}
+    return {"message": "; ".join(said), "sweep": sweep}

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from crosstrain import data, folders, packaging, pricing, secrets
 from crosstrain.adaptors import azure
-from crosstrain.backends.azureml import preflight, prices
+from crosstrain.backends.azureml import preflight, prices, trials
 from crosstrain.backends.azureml import sweep as azure_sweep
 from crosstrain.backends.azureml.cli_yaml import _CLI_FIELDS, cli_yaml
 from crosstrain.backends.azureml.emulate import EMULATION
@@ -397,8 +397,10 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
     # -- where credentials may go -------------------------------------------------------------------------
     binding_settings = WORKSPACE_KEYS
     binding = Binding(
-        origins=re.compile(re.escape(ARM)),
-        service=f"Azure Resource Manager ({ARM})",
+        # ARM, and the run history service of the workspace's region (a sweep's trials), where azure-ai-ml sends
+        # the same credential: `https://<region>.api.azureml.ms`, as the workspace's discovery URL names it
+        origins=re.compile(re.escape(ARM) + "|" + trials.RUN_HISTORY.pattern),
+        service=f"Azure Resource Manager ({ARM}) or a region's run history (https://<region>.api.azureml.ms)",
         nowhere_else="the Azure token goes nowhere else",
         made_for="Azure ML",
         path=re.compile(
@@ -690,10 +692,8 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             message = self._failure(handle)
         elif state is JobState.UNKNOWN:
             message = f"see {handle.console_url}"
-        if getattr(job, "type", "") == "sweep":  # the best trial the service has chosen so far, where it has
-            best = (getattr(job, "properties", None) or {}).get("best_child_run_id")
-            trials = f"its trials: az ml job list --parent-job-name {handle.job_id}, or the studio"
-            message = "; ".join(filter(None, [message, f"best trial so far: {best}" if best else "", trials]))
+        if getattr(job, "type", "") == "sweep":  # its trials (child runs) and the best the service chose so far
+            message = "; ".join(filter(None, [trials.said(self, handle, job, state), message]))
         return JobStatus(state, native, message)
 
     def _state(self, handle: JobHandle) -> tuple[str, JobState]:
@@ -756,14 +756,9 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
                 console_url=console,
                 ref={**ref, "url": _job_url(ref, job.name)},
             )
-            yield JobSummary(
-                job.name,
-                STATE_MAP.get(native, JobState.UNKNOWN),
-                native,
-                created,
-                console,
-                handle,
-            )
+            state = STATE_MAP.get(native, JobState.UNKNOWN)
+            sweep = trials.listed(self, handle, job, state) if getattr(job, "type", "") == "sweep" else None
+            yield JobSummary(job.name, state, native, created, console, handle, sweep=sweep)
 
     def cancel(self, handle: JobHandle) -> None:
         self.check_handle(handle)

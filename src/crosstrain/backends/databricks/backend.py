@@ -487,6 +487,9 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         last read ended, so no line comes twice), each line prefixed `[driver]` (`[driver stderr]`); with
         `follow`, read again every `log_interval` seconds while the run has not ended. Then the task run's
         output (`runs/get-output`): the part of stdout's tail not delivered yet, the error and its trace."""
+        if "sweep" in handle.ref:  # every trial's run, each line tagged with its trial
+            yield from _databricks_sweep.logs(self, handle, lambda one: self.logs(one, follow=follow))
+            return
         w = self._handle_client(handle)
         run_id = int(handle.ref["run_id"])
         run = self._read_run(w, run_id)

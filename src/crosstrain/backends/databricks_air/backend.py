@@ -437,6 +437,9 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         """Every node's lines, each prefixed `[nodeK]`, from AI Runtime's per-node logs endpoint, or where the
         workspace does not serve it, from the run's MLflow artifacts; with `follow`, read again every
         `log_interval` seconds while the run has not ended (the air CLI's own `--watch` shows node 0 only)."""
+        if "sweep" in handle.ref:  # every trial's run, each line tagged with its trial
+            yield from _databricks_sweep.logs(self, handle, lambda one: self.logs(one, follow=follow))
+            return
         w = self._handle_client(handle)
         run_id = int(handle.ref["run_id"])
         nodes = NodeLogs(w, run_id, self._safe_call)

@@ -456,8 +456,11 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         job = self._get(self._client(handle.ref["endpoint"]), handle.ref["name"])
         native = job.state.name
         state = STATE_MAP.get(native, JobState.UNKNOWN)
-        if _kind(handle.ref["name"]) == TUNING:  # a sweep: its trials and the best so far
-            return JobStatus(state, native, vertex_sweep.trials_said(job))
+        if _kind(handle.ref["name"]) == TUNING:  # a sweep: its trials and the best so far, kept on the handle
+            outcome = vertex_sweep.trials_outcome(job)
+            if isinstance(handle.ref, dict):
+                handle.ref["outcome"] = {"state": state.value, **outcome}
+            return JobStatus(state, native, str(outcome["message"]))
         if state is JobState.FAILED:
             return JobStatus(state, native, self._failure(handle, job))
         return JobStatus(state, native, job.error.message)
@@ -497,10 +500,12 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         client = self._client(endpoint)
         query = {"parent": parent, "filter": f"labels.{IDENTITY_LABEL}:*"}
 
-        def listed() -> list[CustomJob]:
+        def listed() -> list[Any]:  # the custom jobs, and the tuning jobs (a sweep each: one row)
             with gapic.calling(f"list the crosstrain jobs in {parent}"):
-                pager = client.list_custom_jobs(request=query, retry=None, timeout=self.retry.call_timeout)
-                return [job for job in pager if job.labels.get(IDENTITY_LABEL)]
+                timeout = self.retry.call_timeout
+                jobs = [*client.list_custom_jobs(request=query, retry=None, timeout=timeout)]
+                jobs += client.list_hyperparameter_tuning_jobs(request=query, retry=None, timeout=timeout)
+                return [job for job in jobs if job.labels.get(IDENTITY_LABEL)]
 
         for job in sorted(self.retry.poll(listed), key=_creation_order, reverse=True):
             native = job.state.name
@@ -513,6 +518,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
                 created.seconds + created.nanos / 1e9,
                 handle.console_url,
                 handle,
+                sweep=vertex_sweep.listed(job) if _kind(job.name) == TUNING else None,
             )
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:

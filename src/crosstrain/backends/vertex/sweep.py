@@ -99,27 +99,50 @@ def notes(sweep: Sweep, reducer: bool) -> list[str]:
 def trials_said(job: Any) -> str:
     """A HyperparameterTuningJob's trials as one line: how many in each state, and the best so far (its
     parameters and final metric), with the job's error where it has one."""
+    return str(trials_outcome(job)["message"])
+
+
+def trials_outcome(job: Any) -> dict[str, Any]:
+    """The tuning job's trials as status keeps them on the handle (`--json`, the notebook's table): each trial's
+    state, parameters and final metric, the best so far, and the line `trials_said` says."""
     trials = list(getattr(job, "trials", []) or [])
-    goal = job.study_spec.metrics[0].goal.name if job.study_spec.metrics else "MINIMIZE"
+    metric_spec = job.study_spec.metrics[0] if job.study_spec.metrics else None
+    goal = metric_spec.goal.name if metric_spec is not None else "MINIMIZE"
+    metric = metric_spec.metric_id if metric_spec is not None else ""
     states: dict[str, int] = {}
-    measured = []
+    results: list[dict[str, Any]] = []
     for trial in trials:
         states[trial.state.name] = states.get(trial.state.name, 0) + 1
+        result: dict[str, Any] = {
+            "trial": trial.id,
+            "params": {p.parameter_id: p.value for p in trial.parameters},
+            "state": trial.state.name,
+        }
         metrics = list(trial.final_measurement.metrics)
         if metrics:
-            measured.append((metrics[0].value, trial))
+            result.update(value=float(metrics[0].value), step=int(trial.final_measurement.step_count))
+        results.append(result)
     said = [
         f"{len(trials)} trials"
         + (f" ({', '.join(f'{n} {s.lower()}' for s, n in sorted(states.items()))})" if states else "")
     ]
-    if measured:
-        value, trial = (max if goal == "MAXIMIZE" else min)(measured, key=lambda item: item[0])
-        values = ", ".join(f"{p.parameter_id}={_value(p.value)}" for p in trial.parameters)
-        said.append(f"best: trial {trial.id} ({values}), {job.study_spec.metrics[0].metric_id} {value:.6g}")
+    measured = [r for r in results if "value" in r]
+    best = (max if goal == "MAXIMIZE" else min)(measured, key=lambda r: r["value"]) if measured else None
+    if best is not None:
+        values = ", ".join(f"{name}={_value(value)}" for name, value in best["params"].items())
+        said.append(f"best: trial {best['trial']} ({values}), {metric} {best['value']:.6g}")
     if job.error.message:
         said.append(job.error.message)
-    return "; ".join(said)
+    sweep = {"metric": metric, "goal": goal.lower(), "trials": results, "best": best}
+    return {"message": "; ".join(said), "sweep": sweep}
 
 
 def _value(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def listed(job: Any) -> dict[str, Any]:
+    """The tuning job's row of `list`: its trials by state and the best so far."""
+    from crosstrain.sweep import listed as row
+
+    return row(trials_outcome(job))
