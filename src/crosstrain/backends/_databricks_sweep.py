@@ -139,7 +139,8 @@ def render(backend: WorkspaceBackend[Any, Any], job: TrainingJob, settings: Any,
         f"a sweep of {len(chosen)} trials ({sweep.algorithm}, chosen by crosstrain: {WHY.split(': ')[0]}), each "
         f"its own one-time run whose idempotency token is the sweep's identity and the trial's number; submit "
         f"sends the first {sweep.parallel_trials} (parallel_trials), and status and wait send each next one as a "
-        "trial ends (its token: never twice)"
+        "trial ends (its token: never twice); nothing sends them while neither runs: `crosstrain wait` drives "
+        "the sweep to its end"
     )
     if folder:
         note += f"; each reports {sweep.metric} with crosstrain.runtime.report to {folder[1]}/trial-N.jsonl"
