@@ -281,7 +281,7 @@ def _load_handle(source: str) -> Any:
             headline="invalid job handle",
         )
     text = source if is_text else untrusted.read_text(source, untrusted.HANDLE)[0]
-    return JobHandle.loads(text)
+    return cli_verbs.told(JobHandle.loads(text))  # a run with fallback: which attempt, and why others were not
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -328,7 +328,9 @@ def _rendered(args: argparse.Namespace, job: TrainingJob) -> tuple[Backend[Any, 
     job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))
     backend = create_backend(target, config_profile=args.profile)
-    request = backend.render(job, api.target_settings(target, args.job, api.settings_for(target, _settings(args))))
+    settings = api.target_settings(target, args.job, api.settings_for(target, _settings(args)))
+    request = api.render(job, target, config_profile=args.profile, **settings) if job.fallback else None
+    request = request or backend.render(job, settings)  # with fallback: the primary's, saying the alternatives
     for note in (*request.notes, *(request.cost.notes() if request.cost is not None else ())):
         _say(f"note: {note}")
     return backend, request
@@ -412,6 +414,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, loaded)
 
+    run: Any = None  # a job with fallback: its run, which `--wait` follows
     if isinstance(loaded, Request):
         if args.check:
             raise SpecError([Problem("--check", "checks a job file, not a rendered request", "submit the job file")])
@@ -438,7 +441,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if report is not None and not report.ok:
             return cli_verbs.show_reports([report], as_json=args.json)
         with _local_output(target):
-            handle = api.submit(job, target, **settings)
+            run = api.fallback_run(job, target, **settings) if job.fallback else None
+            handle = cli_verbs.told(run.submit()) if run is not None else api.submit(job, target, **settings)
     if handle.adopted:
         _say(
             f"a job with identity {handle.identity} existed already, made from this same request: using it. "
@@ -462,8 +466,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     else:
         print(handle.dumps())
     sys.stdout.flush()
-    if args.wait:
-        return _wait(handle, args.timeout, 1.0, args.json)
+    if args.wait:  # a run with fallback moves on while it is waited for
+        return _wait(run or handle, args.timeout, 1.0, args.json)
     if handle.target == "local" and handle.status().state.value != "SUCCEEDED":
         return ExitCode.JOB_FAILED  # the run is over: its outcome is known now
     return ExitCode.OK

@@ -514,6 +514,18 @@ class Run:
             backend.retry.sleep(0.2)
 
     # -- follow --------------------------------------------------------------------------------------------
+    @property
+    def identity(self) -> str:
+        return self.handle.identity if self.handle is not None else ""
+
+    @property
+    def console_url(self) -> str:
+        return self.handle.console_url if self.handle is not None else ""
+
+    @property
+    def ref(self) -> Mapping[str, Any]:
+        return self.handle.ref if self.handle is not None else {}
+
     def status(self) -> JobStatus:
         """The followed attempt's status (submitting first where nothing is followed yet)."""
         if self.handle is None:
@@ -576,6 +588,8 @@ def history(handle: JobHandle) -> list[str]:
         f"run {told.get('run')}: following attempt {index} of {len(attempts)}"
         + (f" ({attempts[index]['where']})" if isinstance(index, int) and 0 <= index < len(attempts) else "")
     ]
+    if isinstance(index, int) and index + 1 < len(attempts):
+        lines[0] += "; a repeated `crosstrain submit` of the job moves on where this attempt is passed over"
     for passed in told.get("passed") or []:
         if isinstance(passed, Mapping):
             lines.append(
