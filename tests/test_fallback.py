@@ -72,6 +72,8 @@ def test_quota_refused_at_create_moves_on(tmp_path: Path) -> None:
     assert handle.identity.endswith("-1")
     assert [(p["attempt"], p["kind"]) for p in handle.ref["fallback"]["passed"]] == [(0, "quota")]
     assert world.live() == [handle.identity]
+    creates = [c.path for c in world.cloud.received if c.method == "PUT"]
+    assert [p.rsplit("-", 1)[-1] for p in creates] == ["0.json", "1.json"]  # a 429 for quota is not retried
     assert run.status().state is JobState.RUNNING
     lines = fallback.history(handle)
     assert "following attempt 1 of 3 (fake A100:8)" in lines[0]
@@ -183,11 +185,12 @@ def test_a_bad_request_stops_the_run(tmp_path: Path) -> None:
 def test_an_unknown_outcome_stops_the_run(tmp_path: Path) -> None:
     world = World(tmp_path, {})
     world.backend.retry = RetryPolicy(attempts=2, sleep=lambda _: None, settle=0.0)
-    world.cloud.inject("create", "error", "error", "error")
+    world.cloud.inject("create", *["error"] * 6)  # two tries of each of three sends of attempt 0
     with pytest.raises(RunStopped, match="outcome is unknown") as stopped:
         world.run(job(world.root)).submit()
     assert stopped.value.job_may_exist
     assert world.live() == []  # nothing was created elsewhere
+    assert world.cloud.played["error"] == 6
 
 
 def test_a_failure_of_its_own_ends_the_run_without_moving_on(tmp_path: Path) -> None:

@@ -35,7 +35,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.errors import CrosstrainError, JobFailed, Problem, SpecError, SubmitError, WaitTimeout
+from crosstrain.errors import (
+    CrosstrainError,
+    IdentityConflict,
+    JobFailed,
+    Problem,
+    SpecError,
+    SubmitError,
+    TransientError,
+    WaitTimeout,
+)
+from crosstrain.failures import passed_over_kind
 from crosstrain.records import JobHandle, JobState, JobStatus
 
 if TYPE_CHECKING:
@@ -47,32 +57,6 @@ RUN_LABEL = "crosstrain-run"
 ATTEMPT_LABEL = "crosstrain-attempt"
 #: Why an attempt is passed over: the only reasons a run moves on.
 MOVE_ON = ("quota", "capacity", "wait-expired")
-
-_QUOTA = re.compile(
-    r"exceed\w* (the )?quota|quota (limit|exceeded|failure)|QuotaExceeded|OutOfQuota|QUOTA_EXCEEDED|CoreQuota", re.I
-)
-_CAPACITY = re.compile(
-    r"insufficient (capacity|resources)|enough (resources|capacity)|stockout|AllocationFailed|SkuNotAvailable|"
-    r"ZONE_RESOURCE_POOL_EXHAUSTED|resources? (are |is )?(exhausted|unavailable)|out of capacity|no capacity|"
-    r"Resources are insufficient",
-    re.I,
-)
-_EXPIRED = re.compile(
-    r"max(imum)?[ _]?wait|maxWaitDuration|wait(ing)? for (capacity|resources)[^.]*(expired|timed out|exceeded)|"
-    r"could not be scheduled within",
-    re.I,
-)
-
-
-def passed_over_kind(text: str) -> str | None:
-    """The reason in a platform's words that moves a run on ("quota", "capacity", "wait-expired"), or None."""
-    if _EXPIRED.search(text):
-        return "wait-expired"
-    if _QUOTA.search(text):
-        return "quota"
-    if _CAPACITY.search(text):
-        return "capacity"
-    return None
 
 
 def ended_kind(status: JobStatus) -> str | None:
@@ -296,10 +280,14 @@ class Run:
         environ: Mapping[str, str] | None = None,
         watch: float = 0.0,
         end_bound: float = 120.0,
+        resends: int = 2,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`watch`: seconds submit follows a new attempt for a capacity failure before it returns (0: one status
-        read). `end_bound`: how long to wait for a cancelled attempt to read ended before the run stops."""
+        read). `end_bound`: how long to wait for a cancelled attempt to read ended before the run stops.
+        `resends`: how many times an attempt whose create's outcome stayed unknown is sent again (exactly-once by
+        its identity) before the run stops."""
+        self.resends = resends
         self.job = job
         self.plan = plan(job, target, overrides, backend=backend)
         self.watch, self.end_bound, self.clock = watch, end_bound, clock
@@ -402,19 +390,25 @@ class Run:
         """The attempt's job (created, or found made already), or None where its create was refused for quota or
         capacity and no job of it exists."""
         backend, request = self.plan.backends[attempt.index], self.plan.requests[attempt.index]
-        try:
-            handle = backend.send(request)
-        except SubmitError as error:
-            kind = passed_over_kind(str(error))
-            if kind in ("quota", "capacity") and self._absent(attempt, error):
-                self._pass(attempt, kind, str(error))
-                return None
-            stop = "its outcome is unknown" if error.job_may_exist else "that does not move a run on"
-            raise RunStopped(
-                f"run {self.plan.key}: {attempt.title} failed and {stop}, so no other alternative was tried: {error}",
-                self.passed,
-                job_may_exist=error.job_may_exist,
-            ) from error
+        for resend in range(self.resends + 1):
+            try:
+                handle = backend.send(request)
+                break
+            except SubmitError as error:
+                kind = passed_over_kind(str(error))
+                if kind in ("quota", "capacity") and self._absent(attempt, error):
+                    self._pass(attempt, kind, str(error))
+                    return None
+                again = error.job_may_exist or isinstance(error, TransientError)  # unknown, or refused for now
+                if again and not isinstance(error, IdentityConflict) and resend < self.resends:
+                    continue  # the same attempt again: its identity finds what an earlier send made
+                stop = "its outcome is unknown" if error.job_may_exist else "that does not move a run on"
+                raise RunStopped(
+                    f"run {self.plan.key}: {attempt.title} failed and {stop}, so no other alternative was tried: "
+                    f"{error}",
+                    self.passed,
+                    job_may_exist=error.job_may_exist,
+                ) from error
         self._follow(attempt.index, handle, self.clock(), adopted=handle.adopted)
         return handle
 
