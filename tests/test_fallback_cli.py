@@ -63,6 +63,10 @@ def test_submit_passes_over_an_attempt_failed_for_capacity_and_status_says_why(t
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["state"] == "RUNNING"
     assert "was passed over for capacity" in status.stderr
+    logs = run("logs", handle, env=env)
+    assert logs.returncode == 0, logs.stderr
+    assert f"{json.loads(done.stdout)['identity']} created" in logs.stdout  # the attempt that runs
+    assert "was passed over for capacity" in logs.stderr
     again = run("submit", path, "--json", env=env)
     assert json.loads(again.stdout)["identity"] == json.loads(done.stdout)["identity"]
     assert json.loads(again.stdout)["adopted"] is True
