@@ -18,7 +18,7 @@ from crosstrain.loader import job_from_dict
 from crosstrain.records import JobHandle, JobState
 from crosstrain.retry import RetryPolicy
 from crosstrain.spec import TrainingJob
-from tests.backends.capacity_cloud import CapacityCloud, most_live
+from tests.backends.capacity_cloud import CapacityBackend, CapacityCloud, most_live
 
 FAST = RetryPolicy(attempts=4, sleep=lambda _: None, settle=0.0)
 
@@ -262,3 +262,23 @@ def test_cross_target_alternatives_render_each(tmp_path: Path) -> None:
     ]
     assert [r.target for r in made.requests] == ["vertex", "vertex", "azureml"]
     assert len({r.identity for r in made.requests}) == 3
+
+
+def test_with_check_an_attempt_whose_preflight_says_quota_or_capacity_is_never_created(tmp_path: Path) -> None:
+    world = World(tmp_path, {"H100": "quota", "A100": "stockout"})
+    world.backend = CapacityBackend(cloud=world.cloud, retry=FAST)
+    handle = world.run(job(world.root), check=True).submit()
+    assert attempt_of(handle) == 2
+    passed = handle.ref["fallback"]["passed"]
+    assert [(p["attempt"], p["kind"]) for p in passed] == [(0, "quota"), (1, "capacity")]
+    assert passed[0]["message"].startswith("crosstrain check: quota: H100: quota")
+    assert [c.method for c in world.cloud.received] == ["PUT", "GET"]  # one create: attempt 2's
+
+
+def test_with_check_a_permission_failure_stops_the_run(tmp_path: Path) -> None:
+    world = World(tmp_path, {"H100": "quota", "A100": "denied"})
+    world.backend = CapacityBackend(cloud=world.cloud, retry=FAST)
+    with pytest.raises(RunStopped, match=r"the check of attempt 1 \(fake A100:8\) failed") as stopped:
+        world.run(job(world.root), check=True).submit()
+    assert [p.kind for p in stopped.value.passed] == ["quota"]
+    assert world.cloud.received == []

@@ -107,10 +107,12 @@ def fallback_run(
     *,
     run_id: str | None = None,
     config_profile: str | None = None,
+    check: bool = False,
     **settings: Any,
 ) -> fallback.Run:
     """The run of a job with `fallback:` (`crosstrain.fallback`): `.submit()` finds or starts its one live attempt,
-    `.wait()` follows it and moves on where an attempt is passed over for quota or capacity."""
+    `.wait()` follows it and moves on where an attempt is passed over for quota or capacity; with `check`, each
+    attempt's preflight is read first, and one that says quota or capacity is passed over uncreated."""
     from crosstrain import fallback
 
     spec = with_run_id(load_job(job), run_id)
@@ -119,7 +121,7 @@ def fallback_run(
     def made(other: str) -> Backend[Any, Any]:
         return create_backend(other, config_profile=config_profile)
 
-    return fallback.Run(spec, name, target_settings(name, job, settings), backend=made)
+    return fallback.Run(spec, name, target_settings(name, job, settings), backend=made, check=check)
 
 
 FUNCTION_COMMAND = ["python", "-m", "crosstrain.function"]

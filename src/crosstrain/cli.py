@@ -436,12 +436,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
         overrides = api.settings_for(target, _settings(args))
         settings = {**api.target_settings(target, args.job, overrides), "config_profile": args.profile}
         report = (
-            api.check(job, [target], settings=overrides, config_profile=args.profile)[target] if args.check else None
+            api.check(job, [target], settings=overrides, config_profile=args.profile)[target]
+            if args.check and not job.fallback  # with fallback, each attempt is checked before its create
+            else None
         )
         if report is not None and not report.ok:
             return cli_verbs.show_reports([report], as_json=args.json)
         with _local_output(target):
-            run = api.fallback_run(job, target, **settings) if job.fallback else None
+            run = api.fallback_run(job, target, check=args.check, **settings) if job.fallback else None
             handle = cli_verbs.told(run.submit()) if run is not None else api.submit(job, target, **settings)
     if handle.adopted:
         _say(

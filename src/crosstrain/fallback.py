@@ -281,13 +281,15 @@ class Run:
         watch: float = 0.0,
         end_bound: float = 120.0,
         resends: int = 2,
+        check: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`watch`: seconds submit follows a new attempt for a capacity failure before it returns (0: one status
         read). `end_bound`: how long to wait for a cancelled attempt to read ended before the run stops.
         `resends`: how many times an attempt whose create's outcome stayed unknown is sent again (exactly-once by
-        its identity) before the run stops."""
-        self.resends = resends
+        its identity) before the run stops. `check`: each attempt's preflight (`crosstrain check`) is read before
+        its create: quota or capacity there passes it over uncreated, any other failed check stops the run."""
+        self.resends, self.check = resends, check
         self.job = job
         self.plan = plan(job, target, overrides, backend=backend)
         self.watch, self.end_bound, self.clock = watch, end_bound, clock
@@ -363,6 +365,8 @@ class Run:
                 self._pass(self.plan.attempts[current.attempt], kind, current.status.message)
             start = current.attempt + 1
         for attempt in self.plan.attempts[start:]:
+            if self.check and not self._checked(attempt):
+                continue
             handle = self._create(attempt)
             if handle is None:
                 continue
@@ -384,6 +388,26 @@ class Run:
             return PassedOver(index, attempt.where, "refused", "no job exists: its create was refused")
         return PassedOver(
             index, attempt.where, ended_kind(there.status) or there.status.state.value.lower(), there.status.message
+        )
+
+    def _checked(self, attempt: Attempt) -> bool:
+        """Whether the attempt's preflight passes; False where it says quota or capacity (then the attempt is
+        passed over, never created); `RunStopped` where it fails otherwise (a permission, a missing workspace)."""
+        from crosstrain.preflight import Outcome
+
+        backend = self.plan.backends[attempt.index]
+        report = backend.check(_labelled(attempt, self.plan.key), attempt.overrides)
+        failed = report.failed
+        if not failed:
+            return True
+        if all(check.outcome in (Outcome.QUOTA, Outcome.CAPACITY) for check in failed):
+            said = "; ".join(f"{check.name}: {check.message}" for check in failed)
+            self._pass(attempt, failed[0].outcome.value, f"crosstrain check: {said}")
+            return False
+        raise RunStopped(
+            f"run {self.plan.key}: the check of {attempt.title} failed, which does not move a run on, so no other "
+            f"alternative was tried: {failed[0]}",
+            self.passed,
         )
 
     def _create(self, attempt: Attempt) -> JobHandle | None:

@@ -19,8 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crosstrain.backends.fake import FakeCloud
+from crosstrain import catalog
+from crosstrain.backends.fake import FakeBackend, FakeCloud, FakeSettings
 from crosstrain.backends.loopback import Call, Reply
+from crosstrain.preflight import Check, Outcome
+from crosstrain.spec import TrainingJob
 
 RUN_SECONDS = 3600.0
 QUOTA_WORDS = (
@@ -105,6 +108,22 @@ class CapacityCloud(FakeCloud):
                 ends.append(created + verdict["failAfter"])
             runs.setdefault(run, []).append((created, min(ends), record["identity"]))
         return runs
+
+
+class CapacityBackend(FakeBackend):
+    """The fake backend with a preflight that reads the cloud's plans: quota where the cloud refuses the GPU for
+    quota, capacity where it stocks out, "denied" for a GPU the plans mark "denied"."""
+
+    cloud: CapacityCloud
+
+    def preflight(self, job: TrainingJob, settings: FakeSettings, plan: None) -> list[Check]:
+        machine = job.pools()[0].machine
+        gpu = catalog.canonical_gpu(machine.accelerator.type) if machine and machine.accelerator else None
+        said = self.cloud.plans.get(str(gpu), "ok")
+        outcome = {"quota": Outcome.QUOTA, "stockout": Outcome.CAPACITY, "denied": Outcome.PERMISSION}.get(said)
+        if outcome is None:
+            return [Check("quota", Outcome.OK, f"{gpu}: the quota allows it")]
+        return [Check("quota", outcome, f"{gpu}: {said}", "ask for more, or another machine")]
 
 
 def most_live(intervals: list[tuple[float, float, str]]) -> int:
