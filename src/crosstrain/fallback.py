@@ -114,6 +114,11 @@ def _machine_text(job: TrainingJob) -> str:
     return f"{gpu.type}:{gpu.count}" if gpu else machine.type or ""
 
 
+def _where(target: str, region: Any, job: TrainingJob) -> str:
+    """An attempt in a few words: `vertex us-east1 A100:8`."""
+    return " ".join(part for part in (target, str(region or ""), _machine_text(job)) if part)
+
+
 def attempts(job: TrainingJob, target: str, overrides: Mapping[str, Any] | None = None) -> list[Attempt]:
     """The primary and each alternative, as the jobs they send (no run id or labels yet); a bad alternative is a
     `SpecError` at its field path."""
@@ -154,9 +159,7 @@ def attempts(job: TrainingJob, target: str, overrides: Mapping[str, Any] | None 
                 if base.workers.machine is not None:
                     update["workers"] = base.workers.model_copy(update={"machine": alt.machine})
         sent = base.model_copy(update=update) if update else base
-        region = own.get("region") or job.targets.get(name, {}).get("region")
-        said = " ".join(part for part in (name, str(region or ""), _machine_text(sent)) if part)
-        made.append(Attempt(index, name, sent, own, said))
+        made.append(Attempt(index, name, sent, own, _where(name, own.get("region"), sent)))
     if problems:
         raise SpecError(problems, headline="invalid fallback")
     return made
@@ -214,7 +217,12 @@ def plan(
         return out
 
     key = job.run_id or fingerprint_of([r.fingerprint for r in render_all("0" * 10)])[:10]
-    return Plan(key, made, backends, render_all(key))
+    requests = render_all(key)
+    said = [  # the region the request goes to, wherever it was set (the environment, the config file)
+        dataclasses.replace(a, where=_where(a.target, r.settings.get("region"), a.job))
+        for a, r in zip(made, requests, strict=True)
+    ]
+    return Plan(key, said, backends, requests)
 
 
 def rendered(
@@ -321,10 +329,11 @@ class Run:
         backend, request = self.plan.backends[index], self.plan.requests[index]
         settings = dict(request.settings)
         summaries = backend.retry.poll(lambda: list(backend.list_jobs(settings)))
-        for summary in summaries:
-            if summary.identity == request.identity and summary.handle is not None:
-                return Found(index, summary.handle, backend.status(summary.handle), summary.created)
-        return None
+        summary = next((s for s in summaries if s.identity == request.identity and s.handle is not None), None)
+        if summary is None or summary.handle is None:
+            return None
+        handle = summary.handle
+        return Found(index, handle, backend.retry.poll(lambda: backend.status(handle)), summary.created)
 
     def survey(self) -> list[Found]:
         """Every attempt of this run that exists, on every alternative's target."""
