@@ -71,3 +71,14 @@ def test_submit_passes_over_an_attempt_failed_for_capacity_and_status_says_why(t
     assert json.loads(again.stdout)["identity"] == json.loads(done.stdout)["identity"]
     assert json.loads(again.stdout)["adopted"] is True
     assert sorted(p.name for p in jobs.glob("*.json")) == sorted(f"{request['identity'][:-2]}-{i}.json" for i in (0, 1))
+    # Attempt 1 stocks out too; a repeated submit moves on to attempt 2, and the first handle follows it there.
+    first = jobs / f"{json.loads(done.stdout)['identity']}.json"
+    ended = {**json.loads(first.read_text()), "createTime": time.time() - 60, "error": record["error"]}
+    first.write_text(json.dumps({**ended, "plan": record["plan"]}))
+    third = run("submit", path, "--json", env=env)
+    assert json.loads(third.stdout)["identity"].endswith("-2"), third.stderr
+    followed = run("status", handle, "--json", env=env)
+    assert followed.returncode == 0, followed.stderr
+    assert json.loads(followed.stdout)["identity"] == json.loads(third.stdout)["identity"]
+    assert "following attempt 2 of 3 (fake L4:1)" in followed.stderr
+    assert "attempt 1 (fake A100:8) was passed over for quota, capacity or an expired wait" in followed.stderr

@@ -263,11 +263,13 @@ class _Version(argparse._VersionAction):
         super().__call__(parser, namespace, values, option)
 
 
-def _load_handle(source: str) -> Any:
-    """A handle from the text itself (JSON), a file holding it, or stdin (`-`)."""
-    from crosstrain import untrusted
+def _load_handle(args: argparse.Namespace) -> Any:
+    """A handle from the text itself (JSON), a file holding it, or stdin (`-`); of a run with fallback, the
+    attempt that is followed now."""
+    from crosstrain import fallback, untrusted
     from crosstrain.records import JobHandle
 
+    source = args.handle
     is_text = source.lstrip()[:1] in ("{", "[", '"')
     if source != "-" and not is_text and not os.path.lexists(source):
         raise SpecError(
@@ -281,7 +283,7 @@ def _load_handle(source: str) -> Any:
             headline="invalid job handle",
         )
     text = source if is_text else untrusted.read_text(source, untrusted.HANDLE)[0]
-    return cli_verbs.told(JobHandle.loads(text))  # a run with fallback: which attempt, and why others were not
+    return cli_verbs.told(fallback.following(JobHandle.loads(text), **_handle_settings(args)))
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -526,7 +528,7 @@ def _outcome(handle: Any) -> dict[str, Any]:  # a sweep's trials and best, kept 
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    handle = _load_handle(args.handle)
+    handle = _load_handle(args)
     status = handle.status(**_handle_settings(args))
     if args.json:
         _print_json({"identity": handle.identity, "target": handle.target, **status.to_dict(), **_outcome(handle)})
@@ -538,7 +540,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    return _wait(_load_handle(args.handle), args.timeout, args.poll, args.json, _handle_settings(args))
+    return _wait(_load_handle(args), args.timeout, args.poll, args.json, _handle_settings(args))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -593,7 +595,7 @@ def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, st
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel a job that is going; one that has ended is said to have ended, and left as it is."""
-    handle = _load_handle(args.handle)
+    handle = _load_handle(args)
     settings = _handle_settings(args)
     status = handle.status(**settings)
     if status.state.terminal:
@@ -609,7 +611,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    handle = _load_handle(args.handle)
+    handle = _load_handle(args)
     lines = handle.logs(**_handle_settings(args), **({"follow": True} if args.follow else {}))
     if args.json:
         _print_json({"identity": handle.identity, "lines": list(lines)})

@@ -462,6 +462,7 @@ class Run:
         backend = self.plan.backends[index]
         attempts = [
             {"target": a.target, "where": a.where, "identity": r.identity}
+            | ({"region": r.settings["region"]} if isinstance(r.settings.get("region"), str) else {})
             for a, r in zip(self.plan.attempts, self.plan.requests, strict=True)
         ]
         history = {
@@ -624,3 +625,42 @@ def history(handle: JobHandle) -> list[str]:
                 f"{str(passed.get('message', ''))[:300]}"
             )
     return lines
+
+
+def following(handle: JobHandle, *, config_profile: str | None = None, **settings: Any) -> JobHandle:
+    """The attempt of a handle's run that is followed now: the latest attempt after the handle's own that exists
+    (looked for on its target as this machine configures it, in the region the run chose: only its identity and
+    region come from the handle), told why those before it were passed over; else `handle` itself. `settings`
+    (`--set`) configure the handle's own target."""
+    from crosstrain.registry import create_backend
+
+    told = handle.ref.get("fallback") if isinstance(handle.ref, Mapping) else None
+    if not isinstance(told, Mapping) or not isinstance(told.get("attempt"), int):
+        return handle
+    index, attempts = told["attempt"], told.get("attempts")
+    if not isinstance(attempts, list):
+        return handle
+    for later in reversed(range(index + 1, len(attempts))):
+        entry = attempts[later]
+        if not (isinstance(entry, Mapping) and isinstance(entry.get("target"), str)):
+            continue
+        region = entry.get("region")
+        try:
+            own = dict(settings) if entry["target"] == handle.target else {}
+            backend = create_backend(entry["target"], config_profile=config_profile, settings=own)
+            overrides = {"region": region} if isinstance(region, str) else {}
+            found = next((s for s in backend.list_jobs(overrides) if s.identity == entry.get("identity")), None)
+        except CrosstrainError:
+            continue  # not configured here for that target: the handle's own attempt is followed
+        if found is None or found.handle is None:
+            continue
+        passed = [p for p in told.get("passed") or [] if isinstance(p, Mapping)]
+        for skipped in range(index, later):
+            where = attempts[skipped].get("where", "") if isinstance(attempts[skipped], Mapping) else ""
+            said = "a later attempt of the run exists (`crosstrain submit` of the job again says which)"
+            passed.append(
+                {"attempt": skipped, "where": where, "kind": "quota, capacity or an expired wait", "message": said}
+            )
+        history = {**told, "attempt": later, "passed": passed}
+        return dataclasses.replace(found.handle, ref={**found.handle.ref, "fallback": history})
+    return handle
