@@ -282,3 +282,10 @@ def test_with_check_a_permission_failure_stops_the_run(tmp_path: Path) -> None:
         world.run(job(world.root), check=True).submit()
     assert [p.kind for p in stopped.value.passed] == ["quota"]
     assert world.cloud.received == []
+
+
+def test_validate_renders_every_alternative(tmp_path: Path) -> None:
+    spec = job(tmp_path, "H100:8", {"machine": "A100:8"}, {"target": "fake", "region": "us-east1"})
+    problems = api.validate(spec, ["fake"])["fake"]
+    assert [p.path for p in problems] == ["fallback[1].region"]
+    assert api.validate(job(tmp_path), ["fake"]) == {"fake": []}

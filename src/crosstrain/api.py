@@ -330,7 +330,14 @@ def validate(
             continue
         try:
             own = scoped(settings or {}, name, fields.get(name, ()), known, only_target=False)
-            create_backend(name, environ=environ, config_profile=config_profile).render(spec, own)
+            if spec.fallback:  # with `name` as the primary: every alternative renders too
+                from crosstrain import fallback
+
+                fallback.plan(
+                    spec, name, own, backend=lambda n: create_backend(n, environ=environ, config_profile=config_profile)
+                )
+            else:
+                create_backend(name, environ=environ, config_profile=config_profile).render(spec, own)
             results[name] = []
         except ConfigError:
             raise  # this machine's config file, not something the target cannot do: it stops the check
