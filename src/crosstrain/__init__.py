@@ -22,7 +22,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from crosstrain.api import render, render_function, run, send, submit, submit_function, validate
+    from crosstrain.api import (
+        fallback_run,
+        render,
+        render_function,
+        run,
+        send,
+        submit,
+        submit_function,
+        validate,
+    )
     from crosstrain.backends.base import Backend
     from crosstrain.errors import (
         CrosstrainError,
@@ -50,6 +59,7 @@ _LAZY = {
     "render_function": "crosstrain.api",
     "submit_function": "crosstrain.api",
     "validate": "crosstrain.api",
+    "fallback_run": "crosstrain.api",
     "create_backend": "crosstrain.registry",
     "Backend": "crosstrain.backends.base",
     "HttpCall": "crosstrain.records",
@@ -86,6 +96,7 @@ __all__ = [
     "TrainingJob",
     "Unsupported",
     "create_backend",
+    "fallback_run",
     "load_job",
     "render",
     "render_function",

@@ -22,6 +22,7 @@ from crosstrain.registry import create_backend, entries, get_backend_class
 from crosstrain.spec import TrainingJob
 
 if TYPE_CHECKING:
+    from crosstrain import fallback
     from crosstrain.backends.base import Backend
     from crosstrain.preflight import Report
     from crosstrain.records import JobHandle, Request
@@ -90,7 +91,37 @@ def render(
     spec = with_run_id(load_job(job), run_id)
     name = choose_target(spec, target)
     backend = create_backend(name, environ=environ, config_profile=config_profile)
+    if spec.fallback:  # every alternative renders first; the primary's request says them
+        from crosstrain import fallback
+
+        def made(other: str) -> Backend[Any, Any]:
+            return backend if other == name else create_backend(other, environ=environ, config_profile=config_profile)
+
+        return fallback.rendered(spec, name, target_settings(name, job, settings), backend=made)[1]
     return backend.render(spec, target_settings(name, job, settings))
+
+
+def fallback_run(
+    job: str | Path | Mapping[str, Any] | TrainingJob,
+    target: str | None = None,
+    *,
+    run_id: str | None = None,
+    config_profile: str | None = None,
+    check: bool = False,
+    **settings: Any,
+) -> fallback.Run:
+    """The run of a job with `fallback:` (`crosstrain.fallback`): `.submit()` finds or starts its one live attempt,
+    `.wait()` follows it and moves on where an attempt is passed over for quota or capacity; with `check`, each
+    attempt's preflight is read first, and one that says quota or capacity is passed over uncreated."""
+    from crosstrain import fallback
+
+    spec = with_run_id(load_job(job), run_id)
+    name = choose_target(spec, target)
+
+    def made(other: str) -> Backend[Any, Any]:
+        return create_backend(other, config_profile=config_profile)
+
+    return fallback.Run(spec, name, target_settings(name, job, settings), backend=made, check=check)
 
 
 FUNCTION_COMMAND = ["python", "-m", "crosstrain.function"]
@@ -239,6 +270,8 @@ def submit(
         right = "send(request)" if isinstance(job, Request) else "submit_function(fn, job, target)"
         raise SpecError([Problem("job", "submit takes a job (a file, a mapping or a TrainingJob)", f"use {right}")])
     spec = with_run_id(load_job(job), run_id)
+    if spec.fallback:  # one live attempt of the alternatives, the handle saying which and why
+        return fallback_run(job, target, run_id=run_id, config_profile=config_profile, **settings).submit()
     name = choose_target(spec, target)
     return create_backend(name, config_profile=config_profile).submit(spec, target_settings(name, job, settings))
 
@@ -297,7 +330,14 @@ def validate(
             continue
         try:
             own = scoped(settings or {}, name, fields.get(name, ()), known, only_target=False)
-            create_backend(name, environ=environ, config_profile=config_profile).render(spec, own)
+            if spec.fallback:  # with `name` as the primary: every alternative renders too
+                from crosstrain import fallback
+
+                fallback.plan(
+                    spec, name, own, backend=lambda n: create_backend(n, environ=environ, config_profile=config_profile)
+                )
+            else:
+                create_backend(name, environ=environ, config_profile=config_profile).render(spec, own)
             results[name] = []
         except ConfigError:
             raise  # this machine's config file, not something the target cannot do: it stops the check

@@ -264,11 +264,13 @@ class _Version(argparse._VersionAction):
         super().__call__(parser, namespace, values, option)
 
 
-def _load_handle(source: str) -> Any:
-    """A handle from the text itself (JSON), a file holding it, or stdin (`-`)."""
-    from crosstrain import untrusted
+def _load_handle(args: argparse.Namespace) -> Any:
+    """A handle from the text itself (JSON), a file holding it, or stdin (`-`); of a run with fallback, the
+    attempt that is followed now."""
+    from crosstrain import fallback, untrusted
     from crosstrain.records import JobHandle
 
+    source = args.handle
     is_text = source.lstrip()[:1] in ("{", "[", '"')
     if source != "-" and not is_text and not os.path.lexists(source):
         raise SpecError(
@@ -282,7 +284,7 @@ def _load_handle(source: str) -> Any:
             headline="invalid job handle",
         )
     text = source if is_text else untrusted.read_text(source, untrusted.HANDLE)[0]
-    return JobHandle.loads(text)
+    return cli_verbs.told(fallback.following(JobHandle.loads(text), **_handle_settings(args)))
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -329,7 +331,9 @@ def _rendered(args: argparse.Namespace, job: TrainingJob) -> tuple[Backend[Any, 
     job = api.with_run_id(job, args.run_id)
     target = api.choose_target(job, _target(args))
     backend = create_backend(target, config_profile=args.profile)
-    request = backend.render(job, api.target_settings(target, args.job, api.settings_for(target, _settings(args))))
+    settings = api.target_settings(target, args.job, api.settings_for(target, _settings(args)))
+    request = api.render(job, target, config_profile=args.profile, **settings) if job.fallback else None
+    request = request or backend.render(job, settings)  # with fallback: the primary's, saying the alternatives
     for note in (*request.notes, *(request.cost.notes() if request.cost is not None else ())):
         _say(f"note: {note}")
     return backend, request
@@ -413,6 +417,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, loaded)
 
+    run: Any = None  # a job with fallback: its run, which `--wait` follows
     if isinstance(loaded, Request):
         if args.check:
             raise SpecError([Problem("--check", "checks a job file, not a rendered request", "submit the job file")])
@@ -434,12 +439,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
         overrides = api.settings_for(target, _settings(args))
         settings = {**api.target_settings(target, args.job, overrides), "config_profile": args.profile}
         report = (
-            api.check(job, [target], settings=overrides, config_profile=args.profile)[target] if args.check else None
+            api.check(job, [target], settings=overrides, config_profile=args.profile)[target]
+            if args.check and not job.fallback  # with fallback, each attempt is checked before its create
+            else None
         )
         if report is not None and not report.ok:
             return cli_verbs.show_reports([report], as_json=args.json)
         with _local_output(target):
-            handle = api.submit(job, target, **settings)
+            run = api.fallback_run(job, target, check=args.check, **settings) if job.fallback else None
+            handle = cli_verbs.told(run.submit()) if run is not None else api.submit(job, target, **settings)
     if handle.adopted:
         _say(
             f"a job with identity {handle.identity} existed already, made from this same request: using it. "
@@ -463,8 +471,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     else:
         print(handle.dumps())
     sys.stdout.flush()
-    if args.wait:
-        return _wait(handle, args.timeout, 1.0, args.json)
+    if args.wait:  # a run with fallback moves on while it is waited for
+        return _wait(run or handle, args.timeout, 1.0, args.json)
     if handle.target == "local" and handle.status().state.value != "SUCCEEDED":
         return ExitCode.JOB_FAILED  # the run is over: its outcome is known now
     return ExitCode.OK
@@ -521,7 +529,7 @@ def _outcome(handle: Any) -> dict[str, Any]:  # a sweep's trials and best, kept 
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    handle = _load_handle(args.handle)
+    handle = _load_handle(args)
     status = handle.status(**_handle_settings(args))
     if args.json:
         _print_json({"identity": handle.identity, "target": handle.target, **status.to_dict(), **_outcome(handle)})
@@ -533,7 +541,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    return _wait(_load_handle(args.handle), args.timeout, args.poll, args.json, _handle_settings(args))
+    return _wait(_load_handle(args), args.timeout, args.poll, args.json, _handle_settings(args))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -588,7 +596,7 @@ def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, st
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel a job that is going; one that has ended is said to have ended, and left as it is."""
-    handle = _load_handle(args.handle)
+    handle = _load_handle(args)
     settings = _handle_settings(args)
     status = handle.status(**settings)
     if status.state.terminal:
@@ -604,7 +612,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    handle = _load_handle(args.handle)
+    handle = _load_handle(args)
     lines = handle.logs(**_handle_settings(args), follow=args.follow, trial=args.trial)
     if args.json:
         _print_json({"identity": handle.identity, "lines": list(lines)})

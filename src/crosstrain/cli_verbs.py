@@ -203,3 +203,13 @@ def show_reports(reports: list[Any], *, as_json: bool, out: Any = None) -> int:
     if not reports:
         _say("no target to check: the job file names none (pass -t TARGET)")
     return ExitCode.OK if ok and reports else ExitCode.CHECK_FAILED
+
+
+def told(handle: Any) -> Any:
+    """`handle`, having said on stderr which attempt of a run with `fallback:` it follows and why the attempts
+    before it were passed over (nothing for a job without fallback)."""
+    from crosstrain.fallback import history
+
+    for line in history(handle):
+        _say(line)
+    return handle

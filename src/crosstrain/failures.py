@@ -98,3 +98,33 @@ def summary(
     if tail:
         text += "\nits last lines:\n" + "\n".join(f"  {line}" for line in tail)
     return text
+
+
+#: Quota, capacity (stockout) and an expired wait for capacity told apart, for `crosstrain.fallback`: a rate limit
+#: (Google's RESOURCE_EXHAUSTED 429 says that too) is none of them.
+_QUOTA = re.compile(
+    r"exceed\w* (the )?quota|quota (limit|exceeded|failure)|QuotaExceeded|OutOfQuota|QUOTA_EXCEEDED|CoreQuota", re.I
+)
+_CAPACITY = re.compile(
+    r"insufficient (capacity|resources)|enough (resources|capacity)|stockout|AllocationFailed|SkuNotAvailable|"
+    r"ZONE_RESOURCE_POOL_EXHAUSTED|resources? (are |is )?(exhausted|unavailable)|out of capacity|no capacity|"
+    r"Resources are insufficient",
+    re.I,
+)
+_EXPIRED = re.compile(
+    r"max(imum)?[ _]?wait|maxWaitDuration|wait(ing)? for (capacity|resources)[^.]*(expired|timed out|exceeded)|"
+    r"could not be scheduled within",
+    re.I,
+)
+
+
+def passed_over_kind(text: str) -> str | None:
+    """The reason in a platform's words that moves a run with `fallback:` on ("quota", "capacity",
+    "wait-expired": a wait for capacity, `scheduling.max_wait`, that expired), or None (`crosstrain.fallback`)."""
+    if _EXPIRED.search(text):
+        return "wait-expired"
+    if _QUOTA.search(text):
+        return "quota"
+    if _CAPACITY.search(text):
+        return "capacity"
+    return None

@@ -25,6 +25,7 @@ from typing import Any, TypeVar, cast
 import tenacity
 
 from crosstrain.errors import IdentityConflict, SubmitError, TransientError
+from crosstrain.failures import passed_over_kind
 
 T = TypeVar("T")
 
@@ -112,6 +113,8 @@ class RetryPolicy:
         def safe_to_retry(error: BaseException) -> bool:
             if not isinstance(error, TransientError):
                 return False
+            if error.accepted is False and passed_over_kind(str(error)) == "quota":
+                return False  # a 429 for quota is final: waiting makes no quota (a rate limit's 429 is retried)
             return error.accepted is False or dedupes or find is not None
 
         failures: list[BaseException] = []

@@ -30,6 +30,7 @@ from crosstrain.spec_fields import (
     AZURE_REFERENCE,
     DATA_NAME,
     DATA_REFERENCE,
+    Alternative,
     BootDisk,
     Command,
     DataInputField,
@@ -317,6 +318,13 @@ class TrainingJob(SpecModel):
         description="Per-target settings, e.g. targets.vertex.project. `crosstrain schema` "
         "lists every target's settings.",
     )
+    fallback: list[Alternative] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Where to try the job next, in order, when the target refuses it for quota or capacity, fails "
+        "it for capacity before it runs, or its wait for capacity (scheduling.max_wait) expires: each alternative "
+        "changes the target, region, machine or settings. One run, one live job at a time.",
+    )
 
     #: The folder relative paths in the job (`code`, `requirements`) are resolved against: the job file's folder.
     _base_dir: Path | None = PrivateAttr(None)
@@ -510,6 +518,15 @@ class TrainingJob(SpecModel):
             raise invalid(
                 "the job names both an image and an environment",
                 "keep `image` (your own container) or `environment` (the platform's runtime), not both",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _fallback_alone(self) -> TrainingJob:
+        if self.fallback and self.sweep is not None:
+            raise invalid(
+                "a sweep's trials are each their own job: fallback applies to one job",
+                "remove `fallback` or `sweep`",
             )
         return self
 

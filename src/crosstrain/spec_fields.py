@@ -347,3 +347,29 @@ def _check_mode(value: Any, direction: str) -> Any:
 
 DataInputField = Annotated[DataInput, BeforeValidator(_data_location, json_schema_input_type=str | DataInput)]
 DataOutputField = Annotated[DataOutput, BeforeValidator(_data_location, json_schema_input_type=str | DataOutput)]
+
+
+class Alternative(SpecModel):
+    """One alternative of a job's `fallback:`: where to try the job when the places before it have no quota or
+    capacity for it. Each field changes the primary (the job as written); what it leaves out stays as written."""
+
+    target: str | None = Field(None, description="The target to try (default: the primary's).")
+    region: str | None = Field(
+        None, description="The target's region setting (targets.<target>.region) for this alternative."
+    )
+    machine: MachineField | None = Field(
+        None, description="The machine of the primary and the workers for this alternative, e.g. A100-80GB:8."
+    )
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Target settings for this alternative, over the job's targets.<target> section.",
+    )
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> Alternative:
+        if self.target is None and self.region is None and self.machine is None and not self.settings:
+            raise invalid(
+                "this alternative changes nothing, so it would try the same place again",
+                "give it a target, region, machine or settings",
+            )
+        return self

@@ -673,6 +673,9 @@ class Backend(ABC, Generic[S, P]):
 
     # -- submit (sends) ------------------------------------------------------------------------------------
     def submit(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> JobHandle:
+        if job.fallback:  # alternatives tried one live attempt at a time: crosstrain.fallback's run, not one target's
+            why = f"names alternatives, which {self.name}'s backend alone cannot try"
+            raise SpecError([Problem("fallback", why, "submit it with crosstrain.submit(job, target)")])
         request = self.render(job, overrides)
         return self.send(request).of(request)
 
@@ -733,30 +736,14 @@ class Backend(ABC, Generic[S, P]):
         )
 
     def cancel(self, handle: JobHandle) -> None:
-        raise Unsupported(
-            self.name,
-            [
-                Problem(
-                    "cancel",
-                    f"{self.name} cannot cancel jobs from crosstrain",
-                    f"cancel it in the console: {handle.console_url}",
-                )
-            ],
-        )
+        fix = f"cancel it in the console: {handle.console_url}"
+        raise Unsupported(self.name, [Problem("cancel", f"{self.name} cannot cancel jobs from crosstrain", fix)])
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The job's log lines, each prefixed with node and rank where the platform says them; with `follow`,
         lines keep coming while the job runs, and the iterator ends when the job does."""
-        raise Unsupported(
-            self.name,
-            [
-                Problem(
-                    "logs",
-                    f"{self.name} offers no logs through crosstrain",
-                    f"read them in the console: {handle.console_url}",
-                )
-            ],
-        )
+        fix = f"read them in the console: {handle.console_url}"
+        raise Unsupported(self.name, [Problem("logs", f"{self.name} offers no logs through crosstrain", fix)])
 
     def wait(
         self,

@@ -291,7 +291,8 @@ class FakeBackend(Backend[FakeSettings, None]):
     def status(self, handle: JobHandle) -> JobStatus:
         record = self.retry.poll(lambda: self._record("GET", handle.ref["url"])).body
         native = self.cloud.native_state(record)
-        message = "the plan said so (targets.fake.outcome: failed)" if native == "ERROR" else ""
+        said = record.get("error")  # what the service said of a job it failed itself (no capacity, say)
+        message = (said or "the plan said so (targets.fake.outcome: failed)") if native == "ERROR" else ""
         return JobStatus(STATE_MAP[native], native, message)
 
     def list_jobs(self, overrides: Mapping[str, Any] | None = None) -> Iterator[JobSummary]:
