@@ -343,12 +343,30 @@ def test_the_example_renders_valid_on_every_tuning_service(target: str) -> None:
     assert_valid(request)
 
 
+def runtime_by_name(text: str) -> str:
+    """crosstrain's own node-side files by name only (and the totals they count in as placeholders): their
+    digests move with every change to crosstrain's runtime, which its own tests cover; the user's files keep theirs."""
+    for call in json.loads(text)["calls"]:
+        if isinstance(call.get("body"), dict) and "hash_sha256" in call["body"]:
+            text = text.replace(call["body"]["hash_sha256"], "<content-hash>")
+    data = json.loads(text)
+    for call in data["calls"]:
+        body = call.get("body")
+        if isinstance(body, dict) and "blobs" in body:
+            for blob in body["blobs"]:
+                if re.search(r"/crosstrain_code/(crosstrain/|__init__\.py$|__main__\.py$)", blob["name"]):
+                    blob["sha256"] = blob["size"] = "<runtime>"
+            body["bytes"] = "<with the runtime's>"
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
 def test_the_azureml_golden_file() -> None:
     request = create_backend("azureml", environ={}).render(load_job(EXAMPLE))
     # the checkout's path and the code's digests as placeholders (the blob store's content hash covers crosstrain's
     # runtime files too, as the code's digest does)
     text = re.sub(r"hash=[0-9a-f]{64}", "hash=<content-hash>", golden_text(request))
     golden = GOLDEN / "azureml" / "sweep-job.json"
+    text = runtime_by_name(text)
     if os.environ.get("CROSSTRAIN_UPDATE_GOLDEN"):
         golden.write_text(text)
     assert golden.read_text() == text, f"rerun with CROSSTRAIN_UPDATE_GOLDEN=1 and review {golden}"
