@@ -598,7 +598,7 @@ def _bundle(
         _FUNCTIONS[function_digest] = function
     if folder is None:  # besides its arguments, it reads crosstrain's own files (and cloudpickle's, for a function)
         runtime = runtime_files()
-        reads.read((lambda: runtime_files() is runtime) if function is None else None)
+        reads.read((lambda: reads.once(runtime_files) is runtime) if function is None else None)
         return _assemble(None, (), requirements, (), ignore_files, extra, function_digest)
     where = (os.path.abspath(folder), os.path.abspath(job_file) if job_file is not None else None)
     replay_key = (*where, tuple(requirements), tuple(ignore_files), function_digest, limits)
@@ -634,7 +634,7 @@ def _replayed(key: tuple[Any, ...]) -> Bundle | None:
     if entry is None:
         return None
     stamps, made, runtime = entry
-    if runtime_files() is not runtime or any(ignores.stamp(path) != stamp for path, stamp in stamps):
+    if reads.once(runtime_files) is not runtime or any(reads.once(ignores.stamp, p) != s for p, s in stamps):
         del _LISTED[key]
         return None
     _MADE.setdefault(made.digest, made)

@@ -12,6 +12,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: A check that a read still gives what it gave; None for a read that has none.
 Check = Callable[[], bool] | None
@@ -41,5 +44,24 @@ def recording() -> Iterator[list[Check]]:
 
 
 def hold(checks: list[Check]) -> bool:
-    """Whether every read noted still gives what it gave (False where one has no check)."""
-    return all(check is not None and check() for check in checks)
+    """Whether every read noted still gives what it gave (False where one has no check). The checks are made
+    as at one instant: what two of them read alike (`once`) is read once."""
+    token = _ONCE.set({})
+    try:
+        return all(check is not None and check() for check in checks)
+    finally:
+        _ONCE.reset(token)
+
+
+_ONCE: contextvars.ContextVar[dict[tuple[Any, ...], Any] | None] = contextvars.ContextVar("once", default=None)
+
+
+def once(read: Callable[..., T], *args: Any) -> T:
+    """`read(*args)`, made once for all the checks of one `hold` (the stat of a path two listings read)."""
+    seen = _ONCE.get()
+    if seen is None:
+        return read(*args)
+    key = (read, *args)
+    if key not in seen:
+        seen[key] = read(*args)
+    return seen[key]  # type: ignore[no-any-return]
