@@ -55,10 +55,11 @@ def holds(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: fl
 
 
 class _Summing(io.RawIOBase):
-    """A sink that keeps only the size and md5 of what is written to it."""
+    """A sink that keeps the size and md5 of what is written to it, and passes it on to `out` where given."""
 
-    def __init__(self) -> None:
-        self.size, self.md5 = 0, hashlib.md5(usedforsecurity=False)
+    def __init__(self, out: IO[bytes] | None = None) -> None:
+        self.size, self.md5, self.out = 0, hashlib.md5(usedforsecurity=False), out
+        self.name = getattr(out, "name", None)  # where it writes, as `packaging.writing` names it
 
     def writable(self) -> bool:
         return True
@@ -66,20 +67,40 @@ class _Summing(io.RawIOBase):
     def write(self, data: Any) -> int:
         self.md5.update(data)
         self.size += len(data)
+        if self.out is not None:
+            self.out.write(data)
         return len(data)
+
+    def sums(self, digest: str) -> tuple[int, str]:
+        """The size and base64 md5 written, remembered as those of the archive of the bundle `digest`."""
+        _SUMS[digest] = sums = (self.size, base64.b64encode(self.md5.digest()).decode())
+        if len(_SUMS) > 64:
+            _SUMS.clear()
+        return sums
+
+
+#: The size and md5 of the archives this process wrote, by their bundle's digest: a bundle's archive is the same
+#: bytes whenever it is written (`Bundle.write_archive`), so an unchanged re-submit writes it no more to check an
+#: object (`holds`).
+_SUMS: dict[str, tuple[int, str]] = {}
 
 
 def archive_sums(bundle: Bundle) -> tuple[int, str]:
     """The size of the bundle's archive and its md5 as Cloud Storage reports it (base64), without keeping it."""
+    known = _SUMS.get(bundle.digest)
+    if known is not None:
+        return known
     sink = _Summing()
     bundle.write_archive(cast(IO[bytes], sink))
-    return sink.size, base64.b64encode(sink.md5.digest()).decode()
+    return sink.sums(bundle.digest)
 
 
 def upload(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: float) -> None:
     """Upload the bundle's sdist to gs://bucket/name, checked end to end by its md5 (the client's own check)."""
     with tempfile.SpooledTemporaryFile(max_size=_IN_MEMORY) as archive:
-        bundle.write_archive(archive)
+        summing = _Summing(archive)
+        bundle.write_archive(cast(IO[bytes], summing))
+        summing.sums(bundle.digest)
         size = archive.tell()
         archive.seek(0)
         blob = client.bucket(bucket).blob(name)
