@@ -55,11 +55,10 @@ def holds(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: fl
 
 
 class _Summing(io.RawIOBase):
-    """A sink that keeps the size and md5 of what is written to it, and passes it on to `out` where given."""
+    """A sink that keeps only the size and md5 of what is written to it."""
 
-    def __init__(self, out: IO[bytes] | None = None) -> None:
-        self.size, self.md5, self.out = 0, hashlib.md5(usedforsecurity=False), out
-        self.name = getattr(out, "name", None)  # where it writes, as `packaging.writing` names it
+    def __init__(self) -> None:
+        self.size, self.md5 = 0, hashlib.md5(usedforsecurity=False)
 
     def writable(self) -> bool:
         return True
@@ -67,22 +66,20 @@ class _Summing(io.RawIOBase):
     def write(self, data: Any) -> int:
         self.md5.update(data)
         self.size += len(data)
-        if self.out is not None:
-            self.out.write(data)
         return len(data)
 
-    def sums(self, digest: str) -> tuple[int, str]:
-        """The size and base64 md5 written, remembered as those of the archive of the bundle `digest`."""
-        _SUMS[digest] = sums = (self.size, base64.b64encode(self.md5.digest()).decode())
-        if len(_SUMS) > 64:
-            _SUMS.clear()
-        return sums
 
-
-#: The size and md5 of the archives this process wrote, by their bundle's digest: a bundle's archive is the same
-#: bytes whenever it is written (`Bundle.write_archive`), so an unchanged re-submit writes it no more to check an
-#: object (`holds`).
+#: The size and md5 of the archives this process wrote or uploaded, by their bundle's digest: a bundle's archive
+#: is the same bytes whenever it is written (`Bundle.write_archive`), so an unchanged re-submit checks an object
+#: (`holds`) without writing the archive again to learn them.
 _SUMS: dict[str, tuple[int, str]] = {}
+
+
+def _remember(digest: str, sums: tuple[int, str]) -> tuple[int, str]:
+    if len(_SUMS) > 64:
+        _SUMS.clear()
+    _SUMS[digest] = sums
+    return sums
 
 
 def archive_sums(bundle: Bundle) -> tuple[int, str]:
@@ -92,15 +89,13 @@ def archive_sums(bundle: Bundle) -> tuple[int, str]:
         return known
     sink = _Summing()
     bundle.write_archive(cast(IO[bytes], sink))
-    return sink.sums(bundle.digest)
+    return _remember(bundle.digest, (sink.size, base64.b64encode(sink.md5.digest()).decode()))
 
 
 def upload(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: float) -> None:
     """Upload the bundle's sdist to gs://bucket/name, checked end to end by its md5 (the client's own check)."""
     with tempfile.SpooledTemporaryFile(max_size=_IN_MEMORY) as archive:
-        summing = _Summing(archive)
-        bundle.write_archive(cast(IO[bytes], summing))
-        summing.sums(bundle.digest)
+        bundle.write_archive(archive)
         size = archive.tell()
         archive.seek(0)
         blob = client.bucket(bucket).blob(name)
@@ -109,6 +104,8 @@ def upload(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: f
             blob.upload_from_file(
                 archive, size=size, content_type="application/gzip", checksum="md5", timeout=timeout, retry=None
             )
+    if blob.size == size and isinstance(blob.md5_hash, str):  # the service's md5, which the client checked
+        _remember(bundle.digest, (size, blob.md5_hash))
 
 
 def ship(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: float) -> bool:
