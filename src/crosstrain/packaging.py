@@ -192,7 +192,7 @@ class Bundle:
     #: what it says, and shipped it would make an edit of any target's settings move every target's identity.
     job_file: str = ""
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         return sum(f.size for f in self.user_files)
 
