@@ -5,17 +5,17 @@ job file, a shipped function), on what its settings are resolved from, and on wh
 system. The first two are the key; the reads are noted as they are made (`crosstrain.reads`) and checked again
 before a remembered request is given: a code folder's listing, replayed while the stat of every path it read
 holds, and crosstrain's own files. A render that reads anything else as it is (a requirements file, a data or
-build folder) is not remembered, nor one that fails. A remembered request is given only while it equals a copy
-kept of it (a caller that edits the request it was given in place gets a fresh one next time).
+build folder) is not remembered, nor one that fails. A remembered request is given only while what it says
+(`to_dict`) is what it said (a caller that edits the request it was given in place gets a fresh one next time).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import hashlib
 import json
+import marshal
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -32,13 +32,23 @@ if TYPE_CHECKING:
 #: each gains nothing from them).
 LIMIT = 32
 
-_Remembered = tuple[Request, Request, list[reads.Check]]
+_Remembered = tuple[Request, bytes, list[reads.Check]]
 _MEMO: weakref.WeakKeyDictionary[object, dict[tuple[Any, ...], _Remembered]] = weakref.WeakKeyDictionary()
 
 
 def digest(request: Request) -> str:
     """What `is_rendered` knows a request by: its compact JSON's digest (the C encoder; `to_json` is pure Python)."""
-    return hashlib.sha256(json.dumps(request.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+    return _digest(request.to_dict())
+
+
+def _digest(shown: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(shown, ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+
+
+def _kept(shown: dict[str, Any]) -> bytes:
+    """A request's `to_dict`, as bytes that are the same for the same values (marshal's version 2 marks no
+    object as shared, as later versions do by reference count): kept to tell whether it was edited in place."""
+    return marshal.dumps(shown, 2)
 
 
 def patched(request: Request, patch: dict[str, Any], target: str) -> Request:
@@ -89,21 +99,22 @@ def remembered(
 ) -> Request:
     """The request `render()` gives, remembered for `backend` under the key `at` (None: not remembered, the
     render depends on more than `key` and its reads) while what it read holds; its digest is added to `rendered`
-    (`Backend.is_rendered`). A request given again is the one given before, while it equals a copy kept of it."""
+    (`Backend.is_rendered`). A request given again is the one given before, while its `to_dict` is what it was."""
     memo = _MEMO.get(backend)
     if memo is None:
         memo = _MEMO[backend] = {}
     held = memo.get(at) if at is not None else None
     if at is not None and held is not None:
         request, kept, checks = held
-        if reads.hold(checks) and request == kept:
+        if reads.hold(checks) and _kept(request.to_dict()) == kept:
             return request
         del memo[at]
     with reads.recording() as checks:
         request = render()
-    rendered.add(digest(request))
+    shown = request.to_dict()
+    rendered.add(_digest(shown))
     if at is not None and all(check is not None for check in checks):
         if len(memo) >= LIMIT:
             memo.clear()
-        memo[at] = (request, copy.deepcopy(request), checks)
+        memo[at] = (request, _kept(shown), checks)
     return request
