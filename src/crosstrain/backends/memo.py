@@ -108,7 +108,7 @@ def remembered(
         request, kept, checks = held
         if reads.hold(checks) and _kept(request.to_dict()) == kept:
             return request
-        del memo[at]
+        memo.pop(at, None)  # another thread may have dropped it too
     with reads.recording() as checks:
         request = render()
     shown = request.to_dict()
