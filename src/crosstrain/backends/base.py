@@ -552,7 +552,12 @@ class Backend(ABC, Generic[S, P]):
         Remembered while the job, its settings and what it read hold (`memo`).
         """
         given = {**self.overrides, **(overrides or {})}
-        at = memo.key(job, self.settings_model, given, self.environ, self.config_layers()) if self.pure_render else None
+        section = job.targets.get(self.name)
+        at = (
+            memo.key(job, self.settings_model, section, given, self.environ, self.config_layers())
+            if self.pure_render
+            else None
+        )
         return memo.remembered(self, at, lambda: self._fresh(job, overrides), self._rendered)
 
     def _fresh(self, job: TrainingJob, overrides: Mapping[str, Any] | None) -> Request:

@@ -65,16 +65,18 @@ def patched(request: Request, patch: dict[str, Any], target: str) -> Request:
 def key(
     job: TrainingJob,
     model: type[TargetSettings],
+    section: Any,
     overrides: Mapping[str, Any],
     environ: Mapping[str, str],
     config: tuple[Layer, ...],
 ) -> tuple[Any, ...]:
-    """Everything but the file system that a render of `job` depends on: the job (its targets' sections among
-    its fields) and what the target's settings are resolved from besides it (`resolve_settings`): the overrides,
-    the environment variables the settings read, the config file's tables. Values given from Python are known
-    by their repr (JSON's values and their order; an object that shows its id is never met again)."""
+    """Everything but the file system that a render of `job` depends on: the job, and what the target's settings
+    are resolved from (`resolve_settings`): the job's `section` for the target, the overrides, the environment
+    variables the settings read, the config file's tables. Values of any type are known by their repr (their
+    type, value and order, where JSON would write NaN as null; an object that shows its id is never met again)."""
     return (
         job.model_dump_json(),
+        repr(section),
         str(job.base_dir),
         str(job.job_file),
         job.function_payload,
