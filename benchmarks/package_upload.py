@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -178,10 +179,12 @@ def gcs(folder: Path) -> dict[str, float]:
         with VertexPlatform() as vertex:
             settings = {**vertex.settings, "staging_bucket": "gs://staging/crosstrain"}
 
+            # The fake Vertex service's policy, with crosstrain's own call timeout: the fake's half a second
+            # (for its fault tests) times out the emulator's answer to a 200 MB upload, which is then retried.
+            retry = dataclasses.replace(vertex.retry_policy(), call_timeout=RetryPolicy().call_timeout)
+
             def backend() -> VertexBackend:
-                return VertexBackend(
-                    client_factory=vertex.client, storage_client=client, retry=vertex.retry_policy(), environ={}
-                )
+                return VertexBackend(client_factory=vertex.client, storage_client=client, retry=retry, environ={})
 
             packaging._CACHE.clear()  # a fresh process lists, reads and hashes every file
             packaging._LISTED.clear()

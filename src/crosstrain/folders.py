@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crosstrain import ignores, uploads
+from crosstrain import ignores, reads, uploads
 from crosstrain.errors import Problem
 from crosstrain.packaging import (
     IGNORE_FILES,
@@ -100,6 +100,7 @@ def folder(
     `field`: it must lie under `root` (by its spelling and through any link), and what it holds is read as the
     code is (git's rules and `ignore_files`, no link out of it, regular files with UTF-8 names, `limits`), less
     `job_file` where it lies there."""
+    reads.read(None)  # read as it is: a render that reads one is not remembered
     path = _confined(name, root, field=field, noun=noun, outside=False, fix=f"copy the {noun} under {{root}}")
     return _read(path, field=field, noun=noun, ignore_files=ignore_files, limits=limits, job_file=job_file)
 
@@ -120,6 +121,7 @@ def local_data(
     as it is, or `UploadRefused` at `field`: under `root` unless `outside` (the job said so by name; `outside_fix`
     says how), a folder read with its own ignore files only (`ignores.own_rules` of `ignore_files`), no link out of
     it, regular files with UTF-8 names, `limits`; the job file is never uploaded."""
+    reads.read(None)
     fix = f"copy the {noun} under {{root}}" + (f", or {outside_fix}" if outside_fix else "")
     path = _confined(name, root, field=field, noun=noun, outside=outside, fix=fix, spelled=True)
     return _read(

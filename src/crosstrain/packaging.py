@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from crosstrain import ignores
+from crosstrain import ignores, reads
 from crosstrain.errors import Problem, SubmitError
 from crosstrain.import_lines import crosstrain_imports
 from crosstrain.uploads import UploadRefused
@@ -192,7 +192,7 @@ class Bundle:
     #: what it says, and shipped it would make an edit of any target's settings move every target's identity.
     job_file: str = ""
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         return sum(f.size for f in self.user_files)
 
@@ -248,8 +248,7 @@ class Bundle:
         """The gzip level: 1 where the archive compresses (source code does, ~4x; so do many small files, whose
         tar headers and padding are most of the archive), 0 (stored) where it is mostly data that does not
         (weights, archives, images), where deflating costs 5x the time of the whole archive for a few percent.
-        Decided from a 4 KiB sample of each file, read as it was hashed, so the same files give the same level
-        (and bytes)."""
+        Decided from a 4 KiB sample of each file, read as it was hashed: the same files give the same level."""
         members = self._members()
         stored = sum(TAR_BLOCK + -(-f.size // TAR_BLOCK) * TAR_BLOCK for f in members) + 2 * TAR_BLOCK
         deflated = sum(f.deflated + DEFLATED_HEADER for f in members)
@@ -558,15 +557,20 @@ def bundle(
         made = scope[scoped_key]
         _check_limits(made, limits or Limits())
         return made
-    made = _bundle(folder, requirements, ignore_files=ignore_files, limits=limits, function=function, job_file=job_file)
+    try:
+        made = _bundle(
+            folder, requirements, ignore_files=ignore_files, limits=limits, function=function, job_file=job_file
+        )
+    except BaseException:
+        reads.read(None)
+        raise
     if scope is not None:
         scope[scoped_key] = made
     return made
 
 
 def _check_limits(made: Bundle, limits: Limits) -> None:
-    """The refusals `_bundle` makes of a folder over `limits`, made of a bundle listed under others: more files
-    than allowed first (the walk stops there), then more bytes."""
+    """`_bundle`'s refusals of a folder over `limits`, of a bundle listed under others: files first, then bytes."""
     if made.folder is None:
         return
     if len(made.user_files) > limits.max_files:
@@ -592,12 +596,15 @@ def _bundle(
     function_digest = hashlib.sha256(function).hexdigest() if function is not None else ""
     if function is not None:
         _FUNCTIONS[function_digest] = function
-    if folder is None:
+    if folder is None:  # besides its arguments, it reads crosstrain's own files (and cloudpickle's, for a function)
+        runtime = runtime_files()
+        reads.read((lambda: reads.once(runtime_files) is runtime) if function is None else None)
         return _assemble(None, (), requirements, (), ignore_files, extra, function_digest)
     where = (os.path.abspath(folder), os.path.abspath(job_file) if job_file is not None else None)
     replay_key = (*where, tuple(requirements), tuple(ignore_files), function_digest, limits)
     replayed = _replayed(replay_key)
     if replayed is not None:
+        reads.read(lambda: _replayed(replay_key) is replayed)
         return replayed
     started = time.time_ns()
     with ignores.recording() as consulted:
@@ -608,6 +615,7 @@ def _bundle(
         if len(_LISTED) > 16:
             _LISTED.clear()
         _LISTED[replay_key] = (stamps, made, runtime_files())
+    reads.read((lambda: _replayed(replay_key) is made) if replay_key in _LISTED else None)  # else racy: unheld
     return made
 
 
@@ -621,13 +629,12 @@ RACY_NS = 1_000_000_000
 
 
 def _replayed(key: tuple[Any, ...]) -> Bundle | None:
-    """The bundle listed before under `key`, where nothing it read has moved since (and crosstrain's own files
-    are those it holds)."""
+    """The bundle listed under `key` before, while nothing it read (nor crosstrain's own files) has moved."""
     entry = _LISTED.get(key)
     if entry is None:
         return None
     stamps, made, runtime = entry
-    if runtime_files() is not runtime or any(ignores.stamp(path) != stamp for path, stamp in stamps):
+    if reads.once(runtime_files) is not runtime or any(reads.once(ignores.stamp, p) != s for p, s in stamps):
         del _LISTED[key]
         return None
     _MADE.setdefault(made.digest, made)
@@ -736,8 +743,7 @@ def _by_path(file: CodeFile) -> str:
 
 
 def _hashed(rel: str, path: str, info: os.stat_result, *, prefix: str = USER_PREFIX, field: str = "code") -> CodeFile:
-    """The user's file at `path` (shipped as `prefix` + `rel`): its digest, and its deflated size estimated from
-    the same bytes."""
+    """The user's file at `path` (shipped as `prefix` + `rel`): its digest, and its deflated size from those bytes."""
     digest = hashlib.sha256()
     head = b""
     read = 0

@@ -24,6 +24,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from crosstrain import reads
 from crosstrain.errors import Problem, SpecError
 
 
@@ -77,6 +78,7 @@ def local_path(name: str, root: Path, field: str) -> Path:
 
 def read_file(name: str, root: Path, field: str, limit: SizeLimit) -> bytes:
     """The bytes of the regular file `name` under `root`, at most `limit.max_bytes` of them, or `UploadRefused`."""
+    reads.read(None)  # a render that reads a file as it is (a requirements file) is not remembered
     path = local_path(name, root, field)
     real_root = Path(os.path.realpath(root))
     real = Path(os.path.realpath(path))

@@ -3,6 +3,8 @@ the real gcp-storage-emulator, the install hint, and failures as crosstrain's ki
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import socket
 import sys
 from collections.abc import Iterator
@@ -56,6 +58,26 @@ def test_an_object_without_this_digest_is_replaced(client: Any, tmp_path: Path) 
     made = bundle(tmp_path / "code")
     assert gcs.ship(client, "staging", "a/pkg.tar.gz", made, timeout=10) is True
     assert client.bucket("staging").blob("a/pkg.tar.gz").download_as_bytes() == made.archive()
+
+
+def test_an_unchanged_resubmit_checks_the_object_without_writing_the_archive_again(
+    client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = bundle(tmp_path / "code", "print('resubmitted')\n")
+    archive = made.archive()
+    assert gcs.ship(client, "staging", "b/pkg.tar.gz", made, timeout=10) is True
+
+    def written(self: packaging.Bundle, out: Any) -> None:
+        raise AssertionError("the archive was written again")
+
+    monkeypatch.setattr(packaging.Bundle, "write_archive", written)
+    assert gcs.archive_sums(made) == (len(archive), base64.b64encode(hashlib.md5(archive).digest()).decode())
+    assert gcs.ship(client, "staging", "b/pkg.tar.gz", made, timeout=10) is False  # its size and md5 remembered
+    client.bucket("staging").blob("b/pkg.tar.gz").upload_from_string(b"truncated", content_type="application/gzip")
+    blob = client.bucket("staging").get_blob("b/pkg.tar.gz")
+    blob.metadata = {gcs.DIGEST_KEY: made.digest}
+    blob.patch()
+    assert gcs.holds(client, "staging", "b/pkg.tar.gz", made, timeout=10) is False  # our digest on other bytes
 
 
 def test_a_missing_bucket_is_a_final_error_that_names_the_object(client: Any, tmp_path: Path) -> None:

@@ -69,11 +69,27 @@ class _Summing(io.RawIOBase):
         return len(data)
 
 
+#: The size and md5 of the archives this process wrote or uploaded, by their bundle's digest: a bundle's archive
+#: is the same bytes whenever it is written (`Bundle.write_archive`), so an unchanged re-submit checks an object
+#: (`holds`) without writing the archive again to learn them.
+_SUMS: dict[str, tuple[int, str]] = {}
+
+
+def _remember(digest: str, sums: tuple[int, str]) -> tuple[int, str]:
+    if len(_SUMS) > 64:
+        _SUMS.clear()
+    _SUMS[digest] = sums
+    return sums
+
+
 def archive_sums(bundle: Bundle) -> tuple[int, str]:
     """The size of the bundle's archive and its md5 as Cloud Storage reports it (base64), without keeping it."""
+    known = _SUMS.get(bundle.digest)
+    if known is not None:
+        return known
     sink = _Summing()
     bundle.write_archive(cast(IO[bytes], sink))
-    return sink.size, base64.b64encode(sink.md5.digest()).decode()
+    return _remember(bundle.digest, (sink.size, base64.b64encode(sink.md5.digest()).decode()))
 
 
 def upload(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: float) -> None:
@@ -88,6 +104,8 @@ def upload(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: f
             blob.upload_from_file(
                 archive, size=size, content_type="application/gzip", checksum="md5", timeout=timeout, retry=None
             )
+    if blob.size == size and isinstance(blob.md5_hash, str):  # the service's md5, which the client checked
+        _remember(bundle.digest, (size, blob.md5_hash))
 
 
 def ship(client: Client, bucket: str, name: str, bundle: Bundle, *, timeout: float) -> bool:

@@ -27,7 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from crosstrain import preflight as preflight_checks
+from crosstrain.backends import memo
 from crosstrain.backends.binding import Binding, Configured, Place, origin_of
+from crosstrain.backends.memo import digest as _digest
+from crosstrain.backends.memo import patched
 from crosstrain.errors import (
     IdentityConflict,
     JobFailed,
@@ -529,6 +532,10 @@ class Backend(ABC, Generic[S, P]):
             raise NotImplementedError(f"{self.name} renders no data locations")
         return self.data_placement.node_path(location)
 
+    #: Whether a render depends on the job, its settings and the files it reads alone (`memo`); a local run's also
+    #: reads this machine (its folder, its GPUs).
+    pure_render: ClassVar[bool] = True
+
     #: How the service writes a sweep value into a command (Azure's `${{search_space.NAME}}`); None: the node side.
     sweep_reference: Callable[[str], str] | None = None
 
@@ -542,7 +549,18 @@ class Backend(ABC, Generic[S, P]):
         A probe render with placeholder ids gives the fingerprint; without a `run_id` the identity is
         `<name>-<start of the fingerprint>`, so a change to another target's settings, or to anything this
         target does not send, never names a new job here.
+        Remembered while the job, its settings and what it read hold (`memo`).
         """
+        given = {**self.overrides, **(overrides or {})}
+        section = job.targets.get(self.name)
+        at = (
+            memo.key(job, self.settings_model, section, given, self.environ, self.config_layers())
+            if self.pure_render
+            else None
+        )
+        return memo.remembered(self, at, lambda: self._fresh(job, overrides), self._rendered)
+
+    def _fresh(self, job: TrainingJob, overrides: Mapping[str, Any] | None) -> Request:
         from crosstrain import packaging
 
         with packaging.rendering():  # the probe and the real render ship the same files, listed once
@@ -570,11 +588,9 @@ class Backend(ABC, Generic[S, P]):
             if job.function_payload is not None and not result_at:
                 lost = self.lost_result()
                 notes += (f"{lost.message}: {lost.fix}",)
-            request = dataclasses.replace(
+            return dataclasses.replace(
                 request, fingerprint=fingerprint, result_at=result_at, notes=notes, cost=checked.cost
             )
-        self._rendered.add(_digest(request))  # made from the job's own settings: sent as it is
-        return request
 
     def function_result(self, job: TrainingJob, settings: S) -> tuple[TrainingJob, str]:
         """Where rank 0 of a function job leaves what the function returned: the job, told the folder as its nodes
@@ -828,22 +844,6 @@ def read_bounded(path: Path, what: str, limit: int = MAX_RESULT_BYTES) -> bytes:
     if size > limit:
         raise SpecError([Problem("result", f"{what} at {path} holds {size:,} bytes, over {limit:,}", "load it there")])
     return path.read_bytes()
-
-
-def patched(request: Request, patch: dict[str, Any], target: str) -> Request:
-    """`request` with `patch` merged (RFC 7396) into the body of its create call, a note saying so, and one
-    for every value of the plan the patch overrides."""
-    from crosstrain.patch import merge, overrides
-
-    create = dataclasses.replace(request.create, body=merge(request.create.body, patch))
-    where = f"targets.{target}.patch"
-    notes = [f"{where} is merged into the create call's body (RFC 7396)", *overrides(request.create.body, patch, where)]
-    return dataclasses.replace(request, calls=(*request.calls[:-1], create), notes=(*request.notes, *notes))
-
-
-def _digest(request: Request) -> str:
-    """What `is_rendered` knows a request by: its compact JSON's digest (the C encoder; `to_json` is pure Python)."""
-    return hashlib.sha256(json.dumps(request.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
 
 
 def bundle_command(command: list[str], *, install: bool = False) -> list[str]:

@@ -119,6 +119,7 @@ class FakeBackend(Backend[FakeSettings, None]):
     """Runs nothing; keeps jobs as files. Example: `crosstrain submit job.yaml --target fake --wait`."""
 
     keeps_outputs_folder = True  # as the cloud it plays would
+    pure_render = False  # a test double: each render is made afresh, as a test may change what it reads
 
     name = "fake"
     handle_ref = {"url": str}

@@ -165,6 +165,7 @@ class LocalBackend(Backend[LocalSettings, None]):
     """This machine. Example: `crosstrain run job.yaml --local --emulate vertex`."""
 
     name = "local"
+    pure_render = False  # its render reads this machine: its folder, its GPUs, the emulated target's upload
     handle_ref = {"outcome": dict}
     title = "This machine (a local multi-node cluster of processes)"
     settings_model = LocalSettings
