@@ -68,7 +68,8 @@ def handle_html(handle: JobHandle) -> str:
 
 
 def _trials(handle: JobHandle) -> str:
-    """A sweep's trials, one row each (its parameters, state and metric), the best marked; "" for a job."""
+    """A sweep's trials, one row each (its parameters, state and metric, else why it has none), the best marked;
+    "" for a job."""
     sweep = (handle.ref.get("outcome") or {}).get("sweep") if isinstance(handle.ref, dict) else None
     if not isinstance(sweep, dict) or not isinstance(sweep.get("trials"), list):
         return ""
@@ -81,7 +82,7 @@ def _trials(handle: JobHandle) -> str:
             continue
         params = ", ".join(f"{k}={v}" for k, v in (trial.get("params") or {}).items())
         mark = " (best)" if trial.get("trial") == best else ""
-        cells = [f"{trial.get('trial')}{mark}", params, trial.get("state", ""), trial.get("value", "")]
+        cells = [f"{trial.get('trial')}{mark}", params, trial.get("state", ""), trial.get("value", trial.get("note", ""))]
         rows.append("<tr>" + "".join(f"<td>{_text(str(cell))}</td>" for cell in cells) + "</tr>")
     caption = "<caption style='text-align:left'><b>trials</b></caption>"
     return f"<table>{caption}{head}{''.join(rows)}</table>"

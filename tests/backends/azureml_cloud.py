@@ -5,7 +5,8 @@
   through a scripted list of statuses one status read at a time, and cancels on `POST .../cancel`. Its
   operations, as faults are scripted: "create" (the job PUT), "find" (the job GET that submit renders, at the
   pinned `API_VERSION`), "get" (the status read `MLClient.jobs.get` makes, at the SDK's own api-version),
-  "cancel" and "environment" (the anonymous environment PUT). Faults mean what they mean on every loopback fake.
+  "cancel", "environment" (the anonymous environment PUT), "children" (a sweep's trials in the run history) and
+  "metrics" (MLflow's search of the trials' runs, answered from what `log_metric` recorded). Faults mean what they mean on every loopback fake.
 * `AzureMLTransport` is the azure-core front: an `HttpTransport` to pass to `MLClient(transport=...)` (or to
   `AzureMLBackend`), which turns each request into a `loopback.Call` for `service.dispatch`. A dropped answer is
   azure-core's `ServiceResponseError`, as is an answer slower than the read timeout the call asked for (there is
@@ -67,6 +68,11 @@ _ENVIRONMENT = re.compile(rf"^{_WORKSPACE}/environments/[^/]+/versions/[^/]+$")
 _JOBS = re.compile(rf"^{_WORKSPACE}/jobs$")
 #: The run history service's children of a run (a sweep's trials), as azure-ai-ml's RunHistoryClient asks.
 _CHILDREN = re.compile(rf"^/history/v1\.0{_WORKSPACE}/runs/(?P<run>[^/]+)/children$")
+#: MLflow's search of runs in the workspace's tracking service, on the run history's host (the tracking URI's path).
+_MLFLOW_SEARCH = re.compile(rf"^/mlflow/v1\.0{_WORKSPACE}/api/2\.0/mlflow/runs/search$")
+_PARENT_FILTER = re.compile(r"^\s*tags\.mlflow\.parentRunId\s*=\s*'(?P<run>[^']+)'\s*$")
+#: MLflow's run statuses for the run history's (`RunStatus` of MLflow's REST API).
+_MLFLOW_STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Canceled": "KILLED", "Running": "RUNNING"}
 _DATASTORE = re.compile(rf"^{_WORKSPACE}/datastores/(?P<name>[^/]+)(?P<secrets>/listSecrets)?$")
 _CODES = re.compile(
     rf"^(?P<versions>{_WORKSPACE}/codes/[^/]+/versions)(?P<version>/[^/]+)?(?P<pending>/startPendingUpload)?$"
@@ -164,6 +170,11 @@ class AzureMLService(LoopbackService):
         self.resources: dict[str, dict[str, Any]] = {}
         #: The run history's child runs by parent run (a sweep's trials, `add_trial`), as its `Run` model has them.
         self.children: dict[str, list[dict[str, Any]]] = {}
+        #: What each trial logged to MLflow: run id -> metric -> its history of (value, step, timestamp ms),
+        #: as `log_metric` records it; MLflow's search answers with each metric's latest.
+        self.logged_metrics: dict[str, dict[str, list[tuple[float, int, int]]]] = {}
+        #: Runs per page of MLflow's search at most (the service's own cap on `max_results`).
+        self.mlflow_page_size = 1000
         #: What the discovery document names for the run history, where not the region's API host (`api`).
         self.discovered: str | None = None
         self.plans: dict[str, list[str]] = {}  # job path -> its statuses to come, the current one first
@@ -238,6 +249,58 @@ class AzureMLService(LoopbackService):
             props["tags"] = {**(props.get("tags") or {}), run_id: json.dumps(values)}
         return run_id
 
+    def log_metric(self, run_id: str, key: str, value: float, step: int = 0) -> None:
+        """A trial's `mlflow.log_metric(key, value, step)`, as the tracking service records it."""
+        with self.lock:
+            history = self.logged_metrics.setdefault(run_id, {}).setdefault(key, [])
+            history.append((value, step, 1_700_000_000_000 + len(history)))
+
+    def _mlflow_search(self, call: Call) -> Reply:
+        """MLflow's `SearchRuns` (`POST .../api/2.0/mlflow/runs/search`) for the children of one run, as its REST
+        API answers: `{"runs": [Run{info, data{metrics, params, tags}}], "next_page_token"}` (no token on the
+        last page). Only the filter on `tags.mlflow.parentRunId` is understood; another is a 400, as MLflow says
+        of a filter it cannot parse."""
+        body = call.body if isinstance(call.body, dict) else {}
+        found = _PARENT_FILTER.match(str(body.get("filter") or ""))
+        experiments = body.get("experiment_ids")
+        if found is None or not isinstance(experiments, list) or not experiments:
+            return Reply(400, {"error_code": "INVALID_PARAMETER_VALUE", "message": "a filter on the parent run id"})
+        runs = [c for c in self.children.get(found["run"], []) if c.get("experimentId") in experiments]
+        start = int(body.get("page_token") or 0)
+        size = min(int(body.get("max_results") or 1000), self.mlflow_page_size)
+        page = runs[start : start + size]
+        answer: dict[str, Any] = {"runs": [self._mlflow_run(found["run"], child) for child in page]}
+        if start + size < len(runs):
+            answer["next_page_token"] = str(start + size)
+        return Reply(200, answer)
+
+    def _mlflow_run(self, parent: str, child: dict[str, Any]) -> dict[str, Any]:
+        run_id = str(child["runId"])
+        values = json.loads(str((self.resources[self.job(parent)]["properties"].get("tags") or {}).get(run_id, "{}")))
+        metrics = [
+            {"key": key, "value": history[-1][0], "timestamp": history[-1][2], "step": history[-1][1]}
+            for key, history in self.logged_metrics.get(run_id, {}).items()
+        ]
+        tags = {"mlflow.parentRunId": parent, "mlflow.runName": run_id, "mlflow.rootRunId": parent}
+        return {
+            "info": {
+                "run_id": run_id,
+                "run_uuid": run_id,
+                "run_name": run_id,
+                "experiment_id": child.get("experimentId"),
+                "user_id": "someone",
+                "status": _MLFLOW_STATUS.get(str(child.get("status")), "SCHEDULED"),
+                "start_time": 1_700_000_000_000,
+                "artifact_uri": f"azureml://experiments/e1/runs/{run_id}/artifacts",
+                "lifecycle_stage": "active",
+            },
+            "data": {
+                "metrics": metrics,
+                "params": [{"key": str(k), "value": str(v)} for k, v in values.items()],
+                "tags": [{"key": k, "value": v} for k, v in tags.items()],
+            },
+        }
+
     # -- the server side -----------------------------------------------------------------------------------
     def operation(self, call: Call) -> str:
         job = _JOB.match(call.path)
@@ -253,6 +316,8 @@ class AzureMLService(LoopbackService):
             return "list"
         if _CHILDREN.match(call.path):
             return "children"
+        if _MLFLOW_SEARCH.match(call.path):
+            return "metrics"
         if call.path == "/discovery":
             return "discovery"
         datastore = _DATASTORE.match(call.path)
@@ -346,6 +411,8 @@ class AzureMLService(LoopbackService):
 
             runs = [Run(c) for c in self.children.get(children["run"], [])]
             return Reply(200, PaginatedRunList(value=runs).as_dict())
+        if _MLFLOW_SEARCH.match(call.path) and call.method == "POST":
+            return self._mlflow_search(call)
         if call.path == "/discovery" and call.method == "GET":  # the region's service hosts, by kind
             api = self.discovered or self.api
             return Reply(200, dict.fromkeys(("api", "catalog", "experimentation", "history"), api))

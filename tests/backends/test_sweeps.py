@@ -426,9 +426,16 @@ def test_azureml_submits_a_sweep_job_and_follows_it() -> None:
         with platform.service.lock:  # the service records the best trial so far on the sweep job's properties
             props = platform.service.resources[path]["properties"]
             props["properties"] = {**(props.get("properties") or {}), "best_child_run_id": f"{name}_0", "score": "0.25"}
+        # what the trials logged with MLflow (crosstrain.runtime.report); trial 2 has logged nothing yet
+        platform.service.log_metric(f"{name}_0", "val_loss", 0.3, step=0)
+        platform.service.log_metric(f"{name}_0", "val_loss", 0.25, step=1)
+        platform.service.log_metric(f"{name}_1", "val_loss", 0.41, step=0)
+        platform.service.log_metric(f"{name}_1", "train_loss", 0.1, step=0)  # not the sweep's metric
+        platform.service.mlflow_page_size = 2  # the search answers in pages: every page is read
         said = backend.status(handle)
         assert said.message == (
-            "3 trials (1 queued, 1 running, 1 succeeded); best so far: trial 0 (lr=0.1, layers=2), val_loss 0.25"
+            "3 trials (1 queued, 1 running, 1 succeeded); best so far: trial 0 (lr=0.1, layers=2), val_loss 0.25; "
+            "trial 0 val_loss 0.25, trial 1 val_loss 0.41, trial 2 no val_loss logged yet"
         )
         outcome = handle.ref["outcome"]["sweep"]  # what --json prints, and the notebook's table
         assert [(t["trial"], t["state"], t["params"]) for t in outcome["trials"]] == [
@@ -436,20 +443,46 @@ def test_azureml_submits_a_sweep_job_and_follows_it() -> None:
             (1, "RUNNING", {"lr": 0.01, "layers": 3}),
             (2, "QUEUED", {"lr": 0.001, "layers": 2}),
         ]
-        assert outcome["trials"][0]["value"] == 0.25
+        assert [(t.get("value"), t.get("step"), t.get("note")) for t in outcome["trials"]] == [
+            (0.25, 1, None),
+            (0.41, 0, None),
+            (None, None, "no val_loss logged yet"),
+        ]
         assert (outcome["best"]["run_id"], outcome["metric"], outcome["goal"]) == (f"{name}_0", "val_loss", "minimize")
-        assert "<td>0 (best)</td><td>lr=0.1, layers=2</td><td>SUCCEEDED</td><td>0.25</td>" in handle._repr_html_()
+        shown = handle._repr_html_()
+        assert "<td>0 (best)</td><td>lr=0.1, layers=2</td><td>SUCCEEDED</td><td>0.25</td>" in shown
+        assert "<td>1</td><td>lr=0.01, layers=3</td><td>RUNNING</td><td>0.41</td>" in shown
+        assert "<td>2</td><td>lr=0.001, layers=2</td><td>QUEUED</td><td>no val_loss logged yet</td>" in shown
         children = [r for r in platform.transport.sent() if r.url.split("?")[0].endswith(f"/runs/{name}/children")]
         assert children
         assert children[0].url.startswith(f"https://eastus.api.azureml.ms/history/v1.0/subscriptions/{SUBSCRIPTION}")
         assert children[0].headers["Authorization"] == "Bearer fake-token"  # the same credential, as the SDK asks
+        searches = [r for r in platform.transport.sent() if r.url.endswith("/api/2.0/mlflow/runs/search")]
+        assert len(searches) == 2  # one search for every trial, in two pages of two
+        assert searches[0].url == (
+            f"https://eastus.api.azureml.ms/mlflow/v1.0/subscriptions/{SUBSCRIPTION}/resourceGroups/my-rg/providers/"
+            "Microsoft.MachineLearningServices/workspaces/my-ws/api/2.0/mlflow/runs/search"
+        )
+        assert searches[0].body == {
+            "experiment_ids": ["00000000-0000-0000-0000-0000000000e1"],
+            "filter": f"tags.mlflow.parentRunId = '{name}'",
+            "max_results": 1000,
+        }
+        assert searches[1].body["page_token"] == "2"
+        assert {s.headers["Authorization"] for s in searches} == {children[0].headers["Authorization"]}
+        assert {s.read_timeout for s in searches} == {platform.call_timeout}  # the calls' own timeouts
         for index in (1, 2):
             platform.service.add_trial(
                 name, index, {"lr": [0.01, 0.001][index - 1], "layers": 3 - index % 2}, "Completed"
             )
+        platform.service.log_metric(f"{name}_2", "val_loss", 0.5, step=3)
         done = backend.wait(handle, poll_interval=0.01)
         assert done.state.value == "SUCCEEDED"
-        assert done.message.startswith("3 trials (3 succeeded); best: trial 0 (lr=0.1, layers=2), val_loss 0.25")
+        assert done.message == (
+            "3 trials (3 succeeded); best: trial 0 (lr=0.1, layers=2), val_loss 0.25; "
+            "trial 0 val_loss 0.25, trial 1 val_loss 0.41, trial 2 val_loss 0.5"
+        )
+        assert [t["value"] for t in handle.ref["outcome"]["sweep"]["trials"]] == [0.25, 0.41, 0.5]
         assert backend.send(request).adopted
         assert platform.live_jobs(request.identity) == [handle.job_id]
 
