@@ -82,7 +82,12 @@ def _trials(handle: JobHandle) -> str:
             continue
         params = ", ".join(f"{k}={v}" for k, v in (trial.get("params") or {}).items())
         mark = " (best)" if trial.get("trial") == best else ""
-        cells = [f"{trial.get('trial')}{mark}", params, trial.get("state", ""), trial.get("value", trial.get("note", ""))]
+        cells = [
+            f"{trial.get('trial')}{mark}",
+            params,
+            trial.get("state", ""),
+            trial.get("value", trial.get("note", "")),
+        ]
         rows.append("<tr>" + "".join(f"<td>{_text(str(cell))}</td>" for cell in cells) + "</tr>")
     caption = "<caption style='text-align:left'><b>trials</b></caption>"
     return f"<table>{caption}{head}{''.join(rows)}</table>"

@@ -6,7 +6,8 @@
   operations, as faults are scripted: "create" (the job PUT), "find" (the job GET that submit renders, at the
   pinned `API_VERSION`), "get" (the status read `MLClient.jobs.get` makes, at the SDK's own api-version),
   "cancel", "environment" (the anonymous environment PUT), "children" (a sweep's trials in the run history) and
-  "metrics" (MLflow's search of the trials' runs, answered from what `log_metric` recorded). Faults mean what they mean on every loopback fake.
+  "metrics" (MLflow's search of the trials' runs, answered from what `log_metric` recorded). Faults mean what
+  they mean on every loopback fake.
 * `AzureMLTransport` is the azure-core front: an `HttpTransport` to pass to `MLClient(transport=...)` (or to
   `AzureMLBackend`), which turns each request into a `loopback.Call` for `service.dispatch`. A dropped answer is
   azure-core's `ServiceResponseError`, as is an answer slower than the read timeout the call asked for (there is
