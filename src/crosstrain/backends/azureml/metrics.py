@@ -20,13 +20,15 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from crosstrain.backends.azureml.wire import _send
 from crosstrain.errors import CrosstrainError
 from crosstrain.records import HttpCall
-from crosstrain.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from crosstrain.retry import RetryPolicy
 
 #: MLflow's search of runs, under the workspace's tracking URI's path on the run history host.
 SEARCH = "/mlflow/v1.0{workspace}/api/2.0/mlflow/runs/search"
