@@ -255,3 +255,27 @@ def test_a_mistyped_verb_gets_the_closest_one(typed: str, meant: str) -> None:
     as_json = json.loads(run("--json", typed).stdout)
     assert as_json["error"] == "UsageError"
     assert meant in as_json["message"]
+
+
+def test_the_cli_render_loads_no_pydantic_plugin_and_a_program_keeps_its_plugins(tmp_path: Path) -> None:
+    """The CLI skips pydantic's plugin discovery (a scan of every installed distribution); a program that imports
+    crosstrain still has its plugins loaded."""
+    (tmp_path / "marking_plugin.py").write_text(
+        f"open({str(tmp_path / 'loaded')!r}, 'a').write('x')\n"
+        "class Plugin:\n    def new_schema_validator(self, *args, **kwargs):\n        return None, None, None\n"
+        "plugin = Plugin()\n",
+        encoding="utf-8",
+    )
+    info = tmp_path / "marking_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: marking-plugin\nVersion: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[pydantic]\nmarking = marking_plugin:plugin\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "src")])}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    job = str(ROOT / "examples" / "ddp-quickstart" / "job.yaml")
+    render = "import sys; from crosstrain.cli import main; sys.exit(main(['render', sys.argv[1], '-t', 'vertex']))"
+    subprocess.run([sys.executable, "-c", render, job], env=env, check=True, capture_output=True)
+    assert not (tmp_path / "loaded").exists()
+    program = "import sys; from crosstrain.loader import load_job; load_job(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", program, job], env=env, check=True, capture_output=True)
+    assert (tmp_path / "loaded").read_text() == "x"

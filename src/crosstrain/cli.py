@@ -823,6 +823,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _unknown_verb(options)
         args = build_parser().parse_args(argv)
         verb, as_json = args.verb, bool(getattr(args, "json", False))
+        if verb in cli_verbs.VALIDATING:
+            cli_verbs.without_pydantic_plugins()
         return int(COMMANDS[args.verb](args))
     except CrosstrainError as exc:
         _report(verb, exc, str(exc), as_json, extra={"job_may_exist": True} if getattr(exc, "job_may_exist", 0) else {})
