@@ -213,7 +213,11 @@ def main(argv: list[str]) -> int:
     code = prepare(here, environ)
     command = fill_sweep(command, environ)
     if (here / ARCHIVED).is_file() and not code.is_dir():
-        unpack_once(here)
+        try:
+            unpack_once(here)
+        except Exception as exc:  # an unsafe member (`UnsafeArchive`), a truncated archive, a full disk
+            _say(f"cannot unpack the job's code ({here / ARCHIVED}): {exc}")
+            return 1
     requirements = here / "requirements.txt"
     if install and requirements.is_file() and requirements.stat().st_size:
         failed = install_once(requirements, environ)
