@@ -186,8 +186,9 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         problems = []
         try:
             bundle = packaging.for_job(job, ignore_files=AML_IGNORE_FILES)
-            if bundle is not None:
-                code_content_hash(bundle.files)
+            if bundle is not None:  # every file read as it will be shipped: one by one, or into the archive
+                archived = code_archive.archives(bundle, settings.code_archive_above)
+                code_content_hash(code_archive.shipped(bundle, archived))
         except UploadRefused as refused:
             problems.append(refused.problem)
         return problems
