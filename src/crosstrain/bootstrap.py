@@ -10,7 +10,9 @@ bundle (Google's pre-built containers) or it was unpacked (Azure ML, Databricks,
 * `--install` pip-installs the bundle's `requirements.txt` first (where the platform does not), once per node:
   where the platform starts the bootstrap in every process of a node (Azure ML per process, MPI), the first
   installs and the others wait for it (`install`);
-* `python` as the command runs this interpreter, so an image with only `python3` works.
+* `python` as the command runs this interpreter, so an image with only `python3` works;
+* a bundle whose user files came as one archive (`src.tar.gz` beside this file: `crosstrain.code_archive`) is
+  unpacked into `src/` first, once per node, under a lock as the install is (`unpack_once`).
 
 Standard library only: it runs before anything is installed.
 """
@@ -23,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -150,6 +153,44 @@ def _pip(requirements: Path, environ: dict[str, str]) -> tuple[int, str]:
     return running.returncode, "".join(tail)
 
 
+#: The user's files as one archive, beside this file (`crosstrain.code_archive.ARCHIVED`).
+ARCHIVED = "src.tar.gz"
+
+
+def unpack_once(here: Path) -> None:
+    """Unpack `here/src.tar.gz` into `here/src` once on this node. Where the platform starts the bootstrap in
+    every process of a node, they take turns on a lock keyed by the archive's path, as `install_once` does: the
+    first unpacks (into a scratch folder beside `src`, renamed into place whole), the others wait and find it.
+    The extraction is the bundle's own (`crosstrain.databricks_task.extract`: files and folders only, named
+    under the folder)."""
+    archive, code = here / ARCHIVED, here / "src"
+    key = hashlib.sha256(str(archive.resolve()).encode()).hexdigest()[:32]
+    folder = Path(tempfile.gettempdir()) / "crosstrain-install"
+    folder.mkdir(exist_ok=True)
+    with open(folder / f"{key}.unpack.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _say("another process on this node is unpacking the job's code: waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if code.is_dir():
+            return
+        if str(here) not in sys.path:
+            sys.path.insert(0, str(here))  # the bundle's crosstrain, whatever the image has
+        from crosstrain.databricks_task import extract
+
+        _say(f"unpacking {archive}")
+        scratch = Path(tempfile.mkdtemp(prefix=".src.", dir=str(here)))
+        try:
+            extract(str(archive), str(scratch))
+            found = sorted(scratch.glob("*/*/src"))  # crosstrain_code-1.0/crosstrain_code/src: the sdist's layout
+            inside = found[0] if found else scratch / "src"
+            inside.mkdir(parents=True, exist_ok=True)  # an archive of no files
+            os.rename(str(inside), str(code))
+        finally:
+            shutil.rmtree(str(scratch), ignore_errors=True)
+
+
 def _say(message: str) -> None:
     print(f"crosstrain: {message}", file=sys.stderr, flush=True)
 
@@ -171,6 +212,12 @@ def main(argv: list[str]) -> int:
     environ = dict(os.environ)
     code = prepare(here, environ)
     command = fill_sweep(command, environ)
+    if (here / ARCHIVED).is_file() and not code.is_dir():
+        try:
+            unpack_once(here)
+        except Exception as exc:  # an unsafe member (`UnsafeArchive`), a truncated archive, a full disk
+            _say(f"cannot unpack the job's code ({here / ARCHIVED}): {exc}")
+            return 1
     requirements = here / "requirements.txt"
     if install and requirements.is_file() and requirements.stat().st_size:
         failed = install_once(requirements, environ)

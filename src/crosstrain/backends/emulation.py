@@ -79,6 +79,9 @@ class Emulation:
     #: The target's settings that give the job an environment of their own making (Azure ML's `build`): a job
     #: that sets one is rendered without the placeholder image that stands in for a job's missing one.
     environment_settings: tuple[str, ...] = ()
+    #: Whether the platform's rendered request sends the user's files as one archive that the bootstrap unpacks
+    #: (`crosstrain.code_archive`): the run's stage then holds the archive, not the files. None: never.
+    archived: Callable[[Request], bool] | None = None
 
 
 def ranks(node: int, nproc: int) -> list[int]:

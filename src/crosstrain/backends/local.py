@@ -22,6 +22,7 @@ import difflib
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -30,7 +31,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from crosstrain import catalog, data, locations, packaging, pricing
+from crosstrain import catalog, code_archive, data, locations, packaging, pricing
 from crosstrain.backends import local_sweep
 from crosstrain.backends.base import Backend, Capabilities, Ids, bundle_command, read_bounded
 from crosstrain.backends.binding import shown
@@ -365,6 +366,11 @@ class LocalBackend(Backend[LocalSettings, None]):
                 )
         if emulated is not None:
             body["rendered_for"] = {"target": emulated.target, "identity": emulated.identity}
+            if bundle is not None and emulation is not None and emulation.archived and emulation.archived(emulated):
+                body["code"]["runs_from"] += (
+                    f"; the user's files as {code_archive.ARCHIVE_PATH}, as the target sends them"
+                )
+                body["code_archived"] = True
         if job.function_payload is not None:
             body["result_folder"] = job.env["CROSSTRAIN_RESULT_DIR"]
         if places:
@@ -487,7 +493,7 @@ class LocalBackend(Backend[LocalSettings, None]):
             if request.code is not None:
                 stage = stack.enter_context(tempfile.TemporaryDirectory(prefix="crosstrain-code-"))
                 with timed("stage the code"):
-                    cwd = cwd.replace(STAGE_DIR, _stage(request.code, Path(stage)))
+                    cwd = cwd.replace(STAGE_DIR, _stage(request.code, Path(stage), bool(body.get("code_archived"))))
             outcome = supervise(
                 processes,
                 cwd=cwd,
@@ -741,15 +747,20 @@ def _unreadable(base: Path, path: str) -> str | None:
     return f"{shown} does not exist here (a relative path is read from the job file's folder, {base})"
 
 
-def _stage(code: CodeRef, folder: Path) -> str:
+def _stage(code: CodeRef, folder: Path, archived: bool = False) -> str:
     """The archive of `code`, made and unpacked in `folder` as a platform unpacks or pip-installs it: a local
-    run goes through exactly the bytes a cloud target uploads."""
+    run goes through exactly the bytes a cloud target uploads. `archived`: the user's files as the one archive
+    the target sends (`crosstrain.code_archive`), for the bootstrap to unpack."""
     made = packaging.check_unchanged(code)
     archive = folder / ARCHIVE_NAME
     with packaging.writing(str(folder)):
         with archive.open("wb") as out:
             made.write_archive(out)
         extract(str(archive), str(folder))
+        if archived:
+            package = folder / f"{PACKAGE}-{VERSION}" / PACKAGE
+            shutil.rmtree(package / packaging.SOURCE_DIR)
+            (package / code_archive.ARCHIVED).write_bytes(code_archive.user_archive(made).read())
     return str(folder)
 
 

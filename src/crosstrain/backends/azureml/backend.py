@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from crosstrain import data, folders, packaging, pricing, secrets
+from crosstrain import code_archive, data, folders, packaging, pricing, secrets
 from crosstrain.adaptors import azure
 from crosstrain.backends.azureml import preflight, prices, trials
 from crosstrain.backends.azureml import sweep as azure_sweep
@@ -41,6 +41,7 @@ from crosstrain.backends.azureml.settings import (
     STORE_CONTAINER,
     USER_TOKEN_HEADER,
     AzureMLSettings,
+    settings_dump,
 )
 from crosstrain.backends.azureml.wire import (
     _build_calls,
@@ -185,8 +186,9 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         problems = []
         try:
             bundle = packaging.for_job(job, ignore_files=AML_IGNORE_FILES)
-            if bundle is not None:
-                code_content_hash(bundle.files)
+            if bundle is not None:  # every file read as it will be shipped: one by one, or into the archive
+                archived = code_archive.archives(bundle, settings.code_archive_above)
+                code_content_hash(code_archive.shipped(bundle, archived))
         except UploadRefused as refused:
             problems.append(refused.problem)
         return problems
@@ -263,9 +265,12 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         bundle = packaging.for_job(job, ignore_files=AML_IGNORE_FILES)
         code_id = None
         if bundle is not None:
-            code_id, code_calls = _code_calls(bundle, workspace, headers)
+            archived = code_archive.archives(bundle, settings.code_archive_above)
+            code_id, code_calls = _code_calls(bundle, workspace, headers, archived)
             calls[1:1] = code_calls  # after the job lookup, before the environment: the SDK's order
-            notes.append(f"ships {bundle.describe()} as code asset {code_asset_name(bundle)}")
+            notes.append(f"ships {bundle.describe()} as code asset {code_asset_name(bundle, archived)}")
+            if archived:
+                notes.append(code_archive.note(bundle, "targets.azureml.code_archive_above"))
             if bundle.requirements:
                 notes.append(
                     f"the bootstrap pip-installs {', '.join(bundle.requirements)} once on every node before the "
@@ -367,7 +372,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             identity,
             job.name,
             tuple(calls),
-            settings.model_dump(mode="json"),
+            settings_dump(settings),
             tuple(notes),
             code=bundle.ref if bundle is not None else None,
             build_context=plan.build.folder.ref if plan.build is not None else None,
@@ -504,7 +509,8 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             code = _CodeCalls.of(request)
             if code is not None:
                 bundle = packaging.check_unchanged(code.folder)
-                code_id = self._ship_code(pipeline, code, bundle)
+                archived = code_archive.archives(bundle, settings.code_archive_above)
+                code_id = self._ship_code(pipeline, code, bundle, archived)
                 if code_id != create.body["properties"].get("codeId"):
                     properties = {**create.body["properties"], "codeId": code_id}
                     create = HttpCall(
@@ -553,10 +559,12 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
             )
         )
 
-    def _ship_code(self, pipeline: Any, code: _CodeCalls, bundle: packaging.Bundle) -> str:
+    def _ship_code(self, pipeline: Any, code: _CodeCalls, bundle: packaging.Bundle, archived: bool) -> str:
         """The code asset the job runs, made the way azure-ai-ml makes it: found by its content hash (nothing
-        uploaded), else uploaded to the container startPendingUpload hands out and registered. Its ARM id."""
-        name, content_hash = code_asset_name(bundle), code_content_hash(bundle.files)
+        uploaded), else uploaded to the container startPendingUpload hands out and registered. Its ARM id.
+        `archived`: the user's files go as one archive (`crosstrain.code_archive`)."""
+        files = code_archive.shipped(bundle, archived)
+        name, content_hash = code_asset_name(bundle, archived), code_content_hash(files)
         if (
             code.upload.url != f"{SAS_CONTAINER}/{name}/"
             or f"&hash={content_hash}&" not in code.lookup.url
@@ -579,11 +587,11 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         if not sas_uri or not blob_uri:
             raise SubmitError(f"{code.start.url.split('?')[0]}: Azure answered without a container to upload to")
         prefix = f"{name}/"
-        what = f"upload {packaging.counted(len(bundle.files), 'file')} of {bundle.folder} to the workspace's blob store"
+        what = f"upload {packaging.counted(len(files), 'file')} of {bundle.folder} to the workspace's blob store"
         self.retry.poll(
             lambda: azure.upload_blobs(
                 sas_uri,
-                [(prefix + f.path, f.read) for f in bundle.files],
+                [(prefix + f.path, f.read) for f in files],
                 metadata={"upload_status": "completed", "name": name, "version": "1"},
                 timeout=self.retry.call_timeout,
                 what=what,

@@ -7,6 +7,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from crosstrain.backends.emulation import Emulation, Node, node_process, topology
+from crosstrain.code_archive import ARCHIVE_PATH
 from crosstrain.errors import Problem, Unsupported
 from crosstrain.packaging import PACKAGE
 
@@ -49,6 +50,17 @@ def nodes(request: Request, job: TrainingJob, nproc: int) -> list[Node]:
     return plan
 
 
+def archived(request: Request) -> bool:
+    """Whether the rendered request's code upload holds the user's files as one archive."""
+    return any(
+        str(blob.get("name", "")).endswith(f"/{ARCHIVE_PATH}")
+        for call in request.calls
+        if isinstance(call.body, dict)
+        for blob in call.body.get("blobs") or ()
+        if isinstance(blob, dict)
+    )
+
+
 EMULATION = Emulation(
     variants={"azureml": {}, "azureml-mpi": {"framework": "mpi"}},
     placeholder_settings={
@@ -59,4 +71,5 @@ EMULATION = Emulation(
     },
     nodes=nodes,
     environment_settings=("build",),  # the image Azure ML builds from a Docker build context
+    archived=archived,
 )

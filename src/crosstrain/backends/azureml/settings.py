@@ -227,6 +227,10 @@ class BuildContext(BaseModel):
     )
 
 
+#: code_archive_above's default: a request made with it does not write it (its settings read as they did before).
+CODE_ARCHIVE_ABOVE = 1000
+
+
 class AzureMLSettings(TargetSettings):
     subscription_id: str = setting(description="Azure subscription id.", env=("AZURE_SUBSCRIPTION_ID",))
     resource_group: str = setting(
@@ -268,6 +272,14 @@ class AzureMLSettings(TargetSettings):
         "digest of the folder's content, so the service builds each content once. The Dockerfile's FROM names the "
         "base image: the job names no `image`, `environment` or conda_file.",
     )
+    code_archive_above: int = Field(
+        CODE_ARCHIVE_ABOVE,
+        ge=0,
+        description="Above this many files the code folder goes up as one archive (crosstrain_code/ and "
+        "crosstrain_code/src.tar.gz, unpacked by the bootstrap once per node) rather than one blob per file: 0 "
+        "archives every folder with files, a very large number none. The studio's code view then shows the archive, "
+        "not the files.",
+    )
     shm_size: str | None = Field(
         None,
         pattern=_SHM_SIZE,
@@ -292,3 +304,9 @@ class AzureMLSettings(TargetSettings):
         if not _SEGMENT.fullmatch(value):
             raise ValueError("is not an Azure resource name; give the name alone, without '/', '?', '#', '%' or spaces")
         return value
+
+
+def settings_dump(settings: AzureMLSettings) -> dict[str, Any]:
+    """The settings a request records: every one, less code_archive_above where it is the default."""
+    default = settings.code_archive_above == CODE_ARCHIVE_ABOVE
+    return settings.model_dump(mode="json", exclude={"code_archive_above"} if default else None)

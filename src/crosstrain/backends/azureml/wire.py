@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crosstrain import data, folders, packaging
+from crosstrain import code_archive, data, folders, packaging
 from crosstrain.adaptors import azure
 from crosstrain.adaptors.http import unreadable
 from crosstrain.backends.azureml.settings import (
@@ -87,9 +87,10 @@ def code_content_hash(files: tuple[packaging.CodeFile, ...]) -> str:
 _CONTENT_HASHES: dict[tuple[tuple[str, int, str], ...], str] = {}
 
 
-def code_asset_name(bundle: packaging.Bundle) -> str:
-    """The code asset's name: content-addressed (the SDK picks a random one), so a render is deterministic."""
-    return f"crosstrain-{bundle.short}"
+def code_asset_name(bundle: packaging.Bundle, archived: bool = False) -> str:
+    """The code asset's name: content-addressed (the SDK picks a random one), so a render is deterministic; an
+    archived bundle's (`crosstrain.code_archive`) is named apart, as its blobs differ."""
+    return f"crosstrain-{bundle.short}" + ("-archive" if archived else "")
 
 
 def anonymous_environment_version(image: str, conda: str | None = None) -> str:
@@ -204,14 +205,21 @@ def seconds_of(duration: str) -> int:
     return d * 86400 + h * 3600 + m * 60 + s
 
 
-def _code_calls(bundle: packaging.Bundle, workspace: str, headers: dict[str, str]) -> tuple[str, list[HttpCall]]:
+def _code_calls(
+    bundle: packaging.Bundle, workspace: str, headers: dict[str, str], archived: bool = False
+) -> tuple[str, list[HttpCall]]:
     """The code asset's ARM id and the calls that make it, in azure-ai-ml's order: list by content hash, and
-    only on a miss startPendingUpload, the blobs, the code version."""
-    name = code_asset_name(bundle)
-    content_hash = code_content_hash(bundle.files)
+    only on a miss startPendingUpload, the blobs, the code version. `archived`: the user's files go as one
+    archive (`crosstrain.code_archive`)."""
+    name = code_asset_name(bundle, archived)
+    files = code_archive.shipped(bundle, archived)
+    content_hash = code_content_hash(files)
     versions = f"{ARM}{workspace}/codes/{name}/versions"
     code_id = f"{workspace}/codes/{name}/versions/1"
-    blobs = [{"name": f"{name}/{f.path}", "size": f.size, "sha256": f.sha256} for f in bundle.files]
+    blobs = [{"name": f"{name}/{f.path}", "size": f.size, "sha256": f.sha256} for f in files]
+    each = (
+        "file of the unpacked bundle" if not archived else "file of crosstrain_code/, the user's files as one archive"
+    )
     calls = [
         HttpCall(
             "GET",
@@ -233,10 +241,10 @@ def _code_calls(bundle: packaging.Bundle, workspace: str, headers: dict[str, str
             f"{SAS_CONTAINER}/{name}/",
             {
                 "description": f"{len(blobs)} blob PUTs (azure-storage-blob, with the SAS of the answer above, not "
-                "the ARM token), one per file of the unpacked bundle, under this prefix; the first one carries "
+                f"the ARM token), one per {each}, under this prefix; the first one carries "
                 "azure-ai-ml's upload_status metadata",
                 "hash_sha256": content_hash,
-                "bytes": sum(f.size for f in bundle.files),
+                "bytes": sum(f.size for f in files),
                 "blobs": blobs,
             },
             purpose=f"upload the code: the URL starts with {SAS_CONTAINER}, the container SAS URL that only "
