@@ -42,22 +42,27 @@ from crosstrain.spec import TrainingJob  # noqa: E402
 
 
 def make_folder(root: Path, files: int, megabytes: float, seed: int = 1) -> Path:
-    """`files` files, `megabytes` in all: nine in ten small source-like text files, the rest binary blobs."""
+    """`files` files, `megabytes` in all: nine in ten small source-like text files, the rest binary blobs, every
+    one a module of a package (`__init__.py` in every folder, the blobs named `.py` too): Vertex's source packager
+    ships only what setuptools' `find_packages()` finds and leaves the rest out without a word, so this is a
+    folder both sides ship whole."""
     rng = random.Random(seed)
     total = int(megabytes * 1024 * 1024)
     blobs = max(1, files // 10)
-    texts = files - blobs
+    folders = [f"pkg{p}" for p in range(50)] + [f"pkg{p}/mod{m}" for p in range(50) for m in range(10)]
+    folders += ["assets"] + [f"assets/a{a}" for a in range(20)] + ["."]  # the packager's root module too
+    for folder in folders:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / "__init__.py").write_bytes(b"")
+    texts = files - blobs - len(folders) - 1  # and train.py
     text_bytes = min(total // 10, texts * 2048)
     line = b"def f(x):\n    return x * 2  # a line of source\n"
     for i in range(texts):
-        path = root / f"pkg{i % 50}" / f"mod{i // 50}" / f"m{i}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = root / f"pkg{i % 50}" / f"mod{(i // 50) % 10}" / f"m{i}.py"
         path.write_bytes(line * max(1, text_bytes // texts // len(line)))
     blob_size = (total - text_bytes) // blobs
     for i in range(blobs):
-        path = root / "assets" / f"a{i % 20}" / f"blob{i}.bin"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(rng.randbytes(blob_size))
+        (root / "assets" / f"a{i % 20}" / f"blob{i}.py").write_bytes(rng.randbytes(blob_size))
     (root / "train.py").write_text("print('train')\n")
     return root
 
@@ -201,8 +206,7 @@ def gcs(folder: Path) -> dict[str, float]:
         "crosstrain_s": ours,
         "resubmit_s": resubmit,
         "render_s": render,
-        # The SDK's sdist holds only what setuptools' find_packages() finds: folders without __init__.py and
-        # files that are not Python are left out, silently.
+        # The SDK's sdist holds only what setuptools' find_packages() finds (here, everything: see make_folder).
         "sdk_uploaded_mb": sizes["sdk/"] / 1e6,
         "crosstrain_uploaded_mb": sizes["crosstrain/"] / 1e6,
     }
