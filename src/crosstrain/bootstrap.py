@@ -20,6 +20,7 @@ Standard library only: it runs before anything is installed.
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -29,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 USAGE = "usage: python -m crosstrain_code [--install] -- COMMAND [ARGS...]"
@@ -101,6 +103,24 @@ def fill_sweep(command: list[str], environ: dict[str, str]) -> list[str]:
 TAIL_LINES = 40
 
 
+#: Where the processes of a node take turns (`_node_turn`) and leave their records.
+_NODE_FOLDER = Path(tempfile.gettempdir()) / "crosstrain-install"
+
+
+@contextlib.contextmanager
+def _node_turn(name: str, doing: str) -> Iterator[None]:
+    """This process's turn at what one process of the node does for all (`doing`): an exclusive lock on the
+    file `name` in the node's temporary folder, held until the block ends, saying so when another has it."""
+    _NODE_FOLDER.mkdir(exist_ok=True)
+    with open(str(_NODE_FOLDER / name), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _say(f"another process on this node is {doing}: waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def install_once(requirements: Path, environ: dict[str, str]) -> int:
     """pip-install `requirements` once on this node; returns pip's exit code (0: installed).
 
@@ -112,15 +132,8 @@ def install_once(requirements: Path, environ: dict[str, str]) -> int:
     key = hashlib.sha256(
         b"\0".join([str(requirements.resolve()).encode(), requirements.read_bytes(), sys.executable.encode()])
     ).hexdigest()[:32]
-    folder = Path(tempfile.gettempdir()) / "crosstrain-install"
-    folder.mkdir(exist_ok=True)
-    record = folder / f"{key}.json"
-    with open(folder / f"{key}.lock", "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _say("another process on this node is installing the job's requirements: waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    record = _NODE_FOLDER / f"{key}.json"
+    with _node_turn(f"{key}.lock", "installing the job's requirements"):
         if record.is_file():
             done = json.loads(record.read_text())
             if done["exit"]:
@@ -165,14 +178,7 @@ def unpack_once(here: Path) -> None:
     under the folder)."""
     archive, code = here / ARCHIVED, here / "src"
     key = hashlib.sha256(str(archive.resolve()).encode()).hexdigest()[:32]
-    folder = Path(tempfile.gettempdir()) / "crosstrain-install"
-    folder.mkdir(exist_ok=True)
-    with open(folder / f"{key}.unpack.lock", "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            _say("another process on this node is unpacking the job's code: waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with _node_turn(f"{key}.unpack.lock", "unpacking the job's code"):
         if code.is_dir():
             return
         if str(here) not in sys.path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,3 +23,15 @@ def azurite_url() -> Iterator[str]:
         (pytest.fail if os.environ.get("CI") else pytest.skip)(message)
     with azurite(command) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def stock(request: pytest.FixtureRequest) -> Path:
+    """tests/conftest.py's `stock_python`, made without this run's PYTHONPATH (which would import crosstrain)."""
+    saved = os.environ.pop("PYTHONPATH", None)
+    try:
+        python: Path = request.getfixturevalue("stock_python")
+        return python
+    finally:
+        if saved is not None:
+            os.environ["PYTHONPATH"] = saved

@@ -1353,18 +1353,6 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="session")
-def stock(request: pytest.FixtureRequest) -> Path:
-    """tests/conftest.py's `stock_python`, made without this run's PYTHONPATH (which would import crosstrain)."""
-    saved = os.environ.pop("PYTHONPATH", None)
-    try:
-        python: Path = request.getfixturevalue("stock_python")
-        return python
-    finally:
-        if saved is not None:
-            os.environ["PYTHONPATH"] = saved
-
-
 @pytest.mark.parametrize("emulate", ["azureml", "azureml-mpi"])
 def test_a_job_with_code_trains_under_emulation_in_a_stock_python(emulate: str, tmp_path: Path, stock: Path) -> None:
     code = tmp_path / "code"

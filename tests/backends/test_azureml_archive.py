@@ -12,7 +12,6 @@ import sys
 import tarfile
 from pathlib import Path
 
-import pytest
 import yaml
 
 from crosstrain import code_archive, packaging
@@ -102,18 +101,6 @@ def test_an_archived_submit_uploads_the_runtime_and_one_archive_and_an_unchanged
 
 
 PROCESSES = 4
-
-
-@pytest.fixture(scope="session")
-def stock(request: pytest.FixtureRequest) -> Path:
-    """tests/conftest.py's `stock_python`, made without this run's PYTHONPATH (which would import crosstrain)."""
-    saved = os.environ.pop("PYTHONPATH", None)
-    try:
-        python: Path = request.getfixturevalue("stock_python")
-        return python
-    finally:
-        if saved is not None:
-            os.environ["PYTHONPATH"] = saved
 
 
 def test_the_bootstrap_unpacks_the_archive_once_per_node_and_every_process_runs_from_it(tmp_path: Path) -> None:
