@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from crosstrain import packaging
-from crosstrain.backends._google import FUSE_BOOTSTRAP
+from crosstrain.backends.base import archive_bootstrap
 from crosstrain.databricks_task import UnsafeArchive, extract, unpack
 
 
@@ -119,8 +119,9 @@ def test_the_fuse_bootstrap_refuses_a_crafted_archive(tmp_path: Path, without_fi
     temp = tmp_path / "a" / "b" / "c"  # the bootstrap unpacks in a new folder here: ../../../ is tmp_path/a
     temp.mkdir(parents=True)
     prelude = "import tarfile; del tarfile.data_filter\n" if without_filters else ""
+    program = f"{prelude}exec(compile({archive_bootstrap()!r}, '<bootstrap>', 'exec'))"
     run = subprocess.run(
-        [sys.executable, "-c", f"{prelude}exec(compile({FUSE_BOOTSTRAP!r}, '<bootstrap>', 'exec'))", archive, "--"],
+        [sys.executable, "-c", program, archive, "--"],
         capture_output=True,
         text=True,
         env={**os.environ, "TMPDIR": str(temp)},

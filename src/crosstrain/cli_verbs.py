@@ -9,8 +9,11 @@ on stderr, every text redacted and made safe for a terminal, `--json` on stdout)
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
 import json
 import sys
+import types
 from typing import Any
 
 from crosstrain.errors import ExitCode, Problem, SpecError
@@ -23,12 +26,29 @@ VALIDATING = frozenset({"render", "validate", "run", "submit", "check"})
 def without_pydantic_plugins() -> None:
     """No pydantic plugin discovery in the CLI's process: it validates only crosstrain's own models, and the
     discovery reads the entry points of every installed distribution (about 50 ms of CPU, an eighth of a cold
-    render, with the cloud SDKs installed). A program that imports crosstrain keeps its plugins, and so does
-    every process a run starts."""
-    from pydantic.plugin import _loader
+    render, with the cloud SDKs installed). pydantic's plugin loader imports `importlib.metadata` as it loads
+    (15 ms more), so where it is not loaded yet it is stood in for by a module that finds no plugins and hands
+    any other name pydantic asks of it to the real loader, told that there are none. A program that imports
+    crosstrain keeps its plugins, and so does every process a run starts."""
+    name = "pydantic.plugin._loader"
+    if name not in sys.modules:
+        stand_in = types.ModuleType(name, "crosstrain's CLI: pydantic's plugin loader, finding no plugins")
+        vars(stand_in).update(get_plugins=tuple, __getattr__=functools.partial(_from_plugin_loader, name))
+        sys.modules[name] = stand_in
+    elif getattr(sys.modules[name], "_plugins", "absent") is None:
+        sys.modules[name]._plugins = {}  # type: ignore[attr-defined]
 
-    if _loader._plugins is None:
-        _loader._plugins = {}
+
+def _from_plugin_loader(name: str, attribute: str) -> Any:
+    """What pydantic asks of its plugin loader beyond `get_plugins`, from the real one, with no plugins found
+    (a module's own dunder names, which the import system looks for, are not asked of it)."""
+    if attribute.startswith("__") and attribute.endswith("__"):
+        raise AttributeError(attribute)
+    sys.modules.pop(name, None)
+    loader = importlib.import_module(name)
+    if getattr(loader, "_plugins", "absent") is None:
+        loader._plugins = {}  # type: ignore[attr-defined]
+    return getattr(loader, attribute)
 
 
 def _say(message: str) -> None:

@@ -7,9 +7,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-#: A string that spans lines (a docstring): blanked before imports are looked for, so that an example in one
-#: is not read as an import.
-_LONG_STRING = re.compile(r"""(?s)('{3}|"{3}).*?(?<!\\)\1""")
 #: An import statement at the start of a line: its indent, and `from MODULE import NAMES` or `import NAMES`.
 _IMPORT = re.compile(r"^([ \t]*)(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)|import[ \t]+([^\n]*))", re.M)
 #: `if TYPE_CHECKING:`, whose block (and its `else`) holds imports for type checkers only.
@@ -21,9 +18,9 @@ def crosstrain_imports(source: str) -> Iterator[str]:
     function, outside `if TYPE_CHECKING:`. Read from the lines themselves, not a syntax tree (parsing the node
     side costs a cold `crosstrain render` a tenth of its time); the source is ruff-formatted, and
     tests/test_packaging.py holds this reading to the syntax tree's for every module of the package."""
-    source = _LONG_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
+    source = _blank_long_strings(source)
     skipped = []
-    for block in _TYPE_CHECKING.finditer(source):
+    for block in _TYPE_CHECKING.finditer(source) if "TYPE_CHECKING:" in source else ():
         indent, end = len(block.group(1)), block.end()
         for line in re.finditer(r"^([ \t]*)(\S[^\n]*)", source[end:], re.M):
             if len(line.group(1)) <= indent and not line.group(2).startswith(("else:", "elif ")):
@@ -41,6 +38,31 @@ def crosstrain_imports(source: str) -> Iterator[str]:
                 yield from (f"{module}.{name}" for name in _names(names))
         else:
             yield from (name for name in _names(plain) if name.split(".")[0] == "crosstrain")
+
+
+def _blank_long_strings(source: str) -> str:
+    """`source` with the text of every triple-quoted string made spaces, its lines and offsets kept: a string
+    ends at the first same triple quote after it that no backslash escapes. Found with `str.find` (one lazy
+    regular expression over the node side was a cold render's hot spot)."""
+    pieces, done, start = [], 0, 0
+    while (opening := _next_triple_quote(source, start)) != -1:
+        quote = source[opening : opening + 3]
+        close = opening + 3
+        while (close := source.find(quote, close)) != -1 and source[close - 1] == "\\":
+            close += 1
+        if close == -1:  # never closed: not a string; look on from the next character
+            start = opening + 1
+            continue
+        start = close + 3
+        blank = "\n".join(" " * len(line) for line in source[opening:start].split("\n"))
+        pieces += [source[done:opening], blank]
+        done = start
+    return "".join([*pieces, source[done:]])
+
+
+def _next_triple_quote(source: str, start: int) -> int:
+    found = [at for at in (source.find('"""', start), source.find("'''", start)) if at != -1]
+    return min(found, default=-1)
 
 
 def _names(text: str) -> list[str]:

@@ -24,8 +24,9 @@ import pytest
 import requests
 import yaml
 
-from crosstrain.backends._google import FUSE_BOOTSTRAP, fuse_bootstrap_args
+from crosstrain.backends._google import fuse_bootstrap_args
 from crosstrain.backends.aiplatform.backend import AIPlatformBackend
+from crosstrain.backends.base import archive_bootstrap
 from crosstrain.backends.vertex.backend import VertexBackend
 from crosstrain.errors import SpecError, Unsupported
 from crosstrain.loader import load_job
@@ -169,7 +170,7 @@ def test_vertex_on_your_own_image_unpacks_the_archive_from_the_fuse_mount(tmp_pa
     assert container["command"] == [
         "python3",
         "-c",
-        FUSE_BOOTSTRAP,
+        archive_bootstrap(),
         f"/gcs/{BUCKET}/{name}",
         "--install",  # the requirements: pip-installed by the bootstrap, where no pre-built container does it
         "--",
@@ -191,7 +192,7 @@ def test_the_fuse_bootstrap_runs_the_command_from_the_unpacked_archive(tmp_path:
     (code / "hello.py").write_text("import os, crosstrain; print('hi from', os.path.basename(os.getcwd()))\n")
     archive = tmp_path / ARCHIVE_NAME
     archive.write_bytes(packaging.bundle(code).archive())
-    command = [str(stock_python), "-c", FUSE_BOOTSTRAP, str(archive), "--", "python", "hello.py"]
+    command = [str(stock_python), "-c", archive_bootstrap(), str(archive), "--", "python", "hello.py"]
     bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # crosstrain comes from the archive only
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=bare)
     assert done.returncode == 0, done.stderr

@@ -273,24 +273,20 @@ def code_refusals(job: TrainingJob, staging_bucket: str | None, target: str, pla
     return problems
 
 
-#: Run on a container that is not a pre-built one: unpack the sdist from the Cloud Storage FUSE mount into a
-#: fresh folder, with crosstrain's one safe extraction (`databricks_task.extract`, its source inline: nothing of
-#: crosstrain is there yet), and start the bootstrap there. Standard library only (no pip); argv: ARCHIVE
-#: [BOOTSTRAP ARGS...].
-FUSE_BOOTSTRAP = archive_bootstrap()
-
-
 def fuse_command(bucket: str, name: str, command: list[str], *, install: bool) -> list[str]:
-    """A container command that runs `command` from the bundle read through /gcs/<bucket>/<object>."""
+    """A container command that runs `command` from the bundle read through /gcs/<bucket>/<object>, on a
+    container that is not a pre-built one: `archive_bootstrap` unpacks the sdist from the Cloud Storage FUSE mount
+    into a fresh folder and starts the bootstrap there (standard library only, no pip)."""
     from crosstrain.backends.base import bundle_command
 
-    return ["python3", "-c", FUSE_BOOTSTRAP, f"/gcs/{bucket}/{name}", *bundle_command(command, install=install)[3:]]
+    bootstrap_args = bundle_command(command, install=install)[3:]
+    return ["python3", "-c", archive_bootstrap(), f"/gcs/{bucket}/{name}", *bootstrap_args]
 
 
 def fuse_bootstrap_args(argv: list[str]) -> list[str] | None:
     """The bootstrap's arguments in a `fuse_command`, or None where `argv` is not one (local emulation runs
     them from the unpacked bundle instead of the FUSE mount)."""
-    if len(argv) >= 4 and argv[:3] == ["python3", "-c", FUSE_BOOTSTRAP] and argv[3].startswith("/gcs/"):
+    if len(argv) >= 4 and argv[:3] == ["python3", "-c", archive_bootstrap()] and argv[3].startswith("/gcs/"):
         return argv[4:]
     return None
 

@@ -14,6 +14,7 @@ endpoint, workspace or project must be the configured one (`check_handle`, `chec
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -867,11 +868,13 @@ def launcher_command(command: list[str], *, nproc_per_node: int | str = "auto", 
     return ["python", "-m", LAUNCHER_MODULE, "--nproc-per-node", str(nproc_per_node), *nodes, "--", *command]
 
 
+@functools.cache
 def archive_bootstrap() -> str:
     """A Python program that unpacks a code bundle's archive (argv[1]) into a fresh folder, with crosstrain's one
     safe extraction (`databricks_task.extract`, its source inline: nothing of crosstrain is there yet), and starts
     the bundle's bootstrap there with the rest of argv. Standard library only: it runs before anything is installed,
-    on a node that reads the archive as a file (a FUSE mount of Cloud Storage, workspace files or a volume)."""
+    on a node that reads the archive as a file (a FUSE mount of Cloud Storage, workspace files or a volume). Made
+    on first use: reading the source costs a cold render that does not ship an archive 8 ms."""
     import inspect
 
     from crosstrain.databricks_task import UnsafeArchive, checked, extract
