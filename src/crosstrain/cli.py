@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_Version)
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
+    # prog given: argparse would make a help formatter to work it out (importing shutil, for the terminal's width)
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser, prog=parser.prog)
 
     def verb(name: str, help_text: str) -> argparse.ArgumentParser:
         p = verbs.add_parser(name, help=help_text, description=help_text, epilog=EPILOG)

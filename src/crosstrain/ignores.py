@@ -36,7 +36,6 @@ import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from crosstrain.errors import Problem
 from crosstrain.uploads import UploadRefused
@@ -254,14 +253,13 @@ def compile_lines(lines: Sequence[str]) -> tuple[tuple[re.Pattern[str], bool, bo
         line = _trim(raw.removesuffix("\r"))
         dirs_only = len(line) > 1 and line.endswith("/") and not line.startswith("#")
         try:
-            pattern = factory(line[:-1] if dirs_only else line)
+            regex, include = factory(line[:-1] if dirs_only else line)
         except ValueError:
             continue
-        regex = getattr(pattern, "regex", None)
-        if pattern.include is None or regex is None:  # a comment or a blank line
+        if include is None or regex is None:  # a comment or a blank line
             continue
-        exact = re.compile(regex.pattern.replace(_BELOW, "(?!)").replace("[^", "[^/"), regex.flags)
-        compiled.append((exact, dirs_only, bool(pattern.include)))
+        exact = re.compile(regex.replace(_BELOW, "(?!)").replace("[^", "[^/"))
+        compiled.append((exact, dirs_only, bool(include)))
     return tuple(reversed(compiled))
 
 
@@ -274,11 +272,14 @@ def _trim(line: str) -> str:
 
 
 @functools.cache
-def _pattern_factory() -> Callable[[str], Any]:
-    """pathspec's gitignore pattern class: `GitIgnoreSpecPattern` from pathspec 1, `GitWildMatchPattern` before."""
+def _pattern_factory() -> Callable[[str], tuple[str | None, bool | None]]:
+    """A gitignore line as pathspec reads it, (its regular expression, whether it ignores): the pattern class of
+    `GitIgnoreSpec` (`GitIgnoreSpecPattern` from pathspec 1, `GitWildMatchPattern` before), whose expression is
+    taken uncompiled (crosstrain compiles its own form of it)."""
     import pathspec
 
-    return type(pathspec.GitIgnoreSpec.from_lines(["x"]).patterns[0])
+    pattern_class = type(pathspec.GitIgnoreSpec.from_lines(["x"]).patterns[0])
+    return pattern_class.pattern_to_regex  # type: ignore[no-any-return]
 
 
 def unreadable(path: str, field: str, exc: OSError) -> UploadRefused:

@@ -34,13 +34,10 @@ import dataclasses
 import errno
 import functools
 import glob
-import gzip
 import hashlib
 import io
 import os
 import stat
-import tarfile
-import tempfile
 import time
 import zlib
 from collections.abc import Iterator, Sequence
@@ -227,6 +224,9 @@ class Bundle:
     def write_archive(self, out: IO[bytes]) -> None:
         """The sdist: the same bytes for the same files (fixed mtimes, owners and modes, sorted members). Each
         file's bytes are those its digest names (`CodeFile.read`)."""
+        import gzip  # here, with tarfile: a render writes no archive, and they cost a cold one 5 ms
+        import tarfile
+
         with (
             writing(_where(out)),
             gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=self.compression()) as gz,
@@ -303,6 +303,8 @@ def _generated(path: str, content: bytes) -> CodeFile:
 
 def _where(out: IO[bytes]) -> str:
     """Where `out` writes, as a message names it: its path, or the temporary folder of a nameless file."""
+    import tempfile
+
     name = getattr(out, "name", None)
     return name if isinstance(name, str) else f"a temporary file in {tempfile.gettempdir()}"
 
