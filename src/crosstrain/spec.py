@@ -44,6 +44,7 @@ from crosstrain.spec_fields import (
     check_bucket,
     error_at,
     invalid,
+    no_items,
 )
 from crosstrain.sweep import Sweep, reference_problems
 
@@ -272,7 +273,7 @@ class TrainingJob(SpecModel):
     )
     requirements: Requirements | None = None
     command: Command | None = None
-    args: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=no_items)
     env: Env = Field(
         default_factory=dict,
         description="Environment variables of every pool: NAME: value, or NAME: {secret: REF} to pass a secret "
@@ -319,7 +320,7 @@ class TrainingJob(SpecModel):
         "lists every target's settings.",
     )
     fallback: list[Alternative] = Field(
-        default_factory=list,
+        default_factory=no_items,
         max_length=8,
         description="Where to try the job next, in order, when the target refuses it for quota or capacity, fails "
         "it for capacity before it runs, or its wait for capacity (scheduling.max_wait) expires: each alternative "

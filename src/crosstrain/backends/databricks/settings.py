@@ -12,6 +12,7 @@ from crosstrain import packaging, uploads
 from crosstrain.backends._databricks import CANCELED, STATE_MAP, SUCCESS, WorkspaceSettings
 from crosstrain.environments import Runtime, Runtimes
 from crosstrain.settings import setting
+from crosstrain.spec_fields import no_items
 
 if TYPE_CHECKING:
     pass
@@ -100,7 +101,7 @@ class DatabricksSettings(WorkspaceSettings):
         "a GPU). Default: a one-GPU machine of the job's GPU kind, else a small T4 (AWS, Azure) or L4 (GCP).",
     )
     libraries: list[str] = Field(
-        default_factory=list,
+        default_factory=no_items,
         description="More PyPI requirements or wheel paths the training code needs on the cluster.",
     )
     workspace_dir: str = setting(
