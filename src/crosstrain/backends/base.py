@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from crosstrain import preflight as preflight_checks
 from crosstrain.backends import memo
 from crosstrain.backends.binding import Binding, Configured, Place, origin_of
 from crosstrain.backends.memo import digest as _digest
@@ -498,10 +497,14 @@ class Backend(ABC, Generic[S, P]):
 
     def check(self, job: TrainingJob, overrides: Mapping[str, Any] | None = None) -> Report:
         """`crosstrain check`, read-only: the render's refusals (then nothing is read), else `preflight`."""
+        from crosstrain import preflight as preflight_checks  # here, as every backend's: a render reads nothing
+
         return preflight_checks.report(self, job, overrides)
 
     def preflight(self, job: TrainingJob, settings: S, plan: P) -> list[Check]:
         """What the platform reads before a submit (credentials, quota, capacity); never a create call."""
+        from crosstrain import preflight as preflight_checks
+
         return [preflight_checks.unchecked("service", f"crosstrain reads nothing from {self.title} before a submit")]
 
     def cost(self, job: TrainingJob, settings: S, plan: P) -> Cost | None:

@@ -25,7 +25,7 @@ from crosstrain.backends._google import (
     upload_problems,
     uploaded_object,
 )
-from crosstrain.backends.aiplatform import preflight, prices
+from crosstrain.backends.aiplatform import prices
 from crosstrain.backends.aiplatform import sweep as aiplatform_sweep
 from crosstrain.backends.aiplatform.emulate import EMULATION
 from crosstrain.backends.aiplatform.plan import Plan, _data_notes, _package_args, _plan, _replica_config, scale_tier
@@ -132,6 +132,8 @@ class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
         return plan
 
     def preflight(self, job: TrainingJob, settings: AIPlatformSettings, plan: Plan) -> list[Check]:
+        from crosstrain.backends.aiplatform import preflight
+
         def get(url: str) -> tuple[int, Any]:
             answer = self._call("GET", url, allow=tuple(range(400, 600)))
             return answer.status_code, answer.json() if answer.content else {}

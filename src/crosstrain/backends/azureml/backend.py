@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from crosstrain import code_archive, data, folders, packaging, pricing, secrets
 from crosstrain.adaptors import azure
-from crosstrain.backends.azureml import preflight, prices, trials
+from crosstrain.backends.azureml import prices, trials
 from crosstrain.backends.azureml import sweep as azure_sweep
 from crosstrain.backends.azureml.cli_yaml import _CLI_FIELDS, cli_yaml
 from crosstrain.backends.azureml.emulate import EMULATION
@@ -82,7 +82,6 @@ from crosstrain.backends.base import (
 from crosstrain.backends.binding import Binding, Place
 from crosstrain.data import ALL_MODES, Placement, Reach
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, Unsupported
-from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.uploads import UploadRefused
 
@@ -177,6 +176,8 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
         return prices.refresh(items, base_url=api_url or prices.RETAIL_PRICES)
 
     def preflight(self, job: TrainingJob, settings: AzureMLSettings, plan: Plan) -> list[Check]:
+        from crosstrain.backends.azureml import preflight
+
         return preflight.checks(self._client(settings.model_dump()), job, settings, plan)
 
     def cost(self, job: TrainingJob, settings: AzureMLSettings, plan: Plan) -> pricing.Cost:
@@ -717,6 +718,8 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
     def _failure(self, handle: JobHandle) -> str:
         """What a failed job's logs say: the first rank (in rank order) whose log ends in an error, its last lines,
         and the kind of failure with what to do next; the job's own error where the service records one."""
+        from crosstrain.failures import last_lines, summary  # here: a render has no use for it
+
         recorded: Any = ""
         texts: dict[str, list[str]] = {}
         try:

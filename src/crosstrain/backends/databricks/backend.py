@@ -15,7 +15,6 @@ from urllib.parse import quote
 from crosstrain import catalog, packaging, pricing, secrets, uploads
 from crosstrain.backends import _databricks_sweep
 from crosstrain.backends._databricks import VOLUME_REACH, Recorded, WorkspaceBackend
-from crosstrain.backends._databricks_checks import client_or_check
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -23,7 +22,7 @@ from crosstrain.backends.base import (
     Capabilities,
     Ids,
 )
-from crosstrain.backends.databricks import preflight, prices, wire
+from crosstrain.backends.databricks import prices, wire
 from crosstrain.backends.databricks.emulate import EMULATION
 from crosstrain.backends.databricks.logs import (
     DRIVER_PREFIX,
@@ -49,14 +48,14 @@ from crosstrain.backends.databricks.wire import (
 from crosstrain.data import Placement, Reach
 from crosstrain.databricks_task import LAUNCHER_NAME
 from crosstrain.errors import CrosstrainError, Problem, Unsupported
-from crosstrain.failures import last_lines, summary
-from crosstrain.preflight import Check
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, Request
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient
     from databricks.sdk.service.jobs import Run
+
+    from crosstrain.preflight import Check
 
 
 class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
@@ -141,6 +140,10 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         return Planned(plan, plan.call, plan.bundle)
 
     def preflight(self, job: TrainingJob, settings: DatabricksSettings, plan: Planned) -> list[Check]:
+        from crosstrain.backends._databricks_checks import client_or_check
+        from crosstrain.backends.databricks import preflight
+        from crosstrain.preflight import Check
+
         client = client_or_check(lambda: self._client(settings.host, settings.profile), settings.host)
         return [client] if isinstance(client, Check) else preflight.checks(client, settings, plan)
 
@@ -463,6 +466,8 @@ class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
         """Why a run failed: the task's `state_message`, the run output's error and the last lines of its trace
         (else of stdout), the failing rank where TorchDistributor's or the launcher's output names it, and the
         kind of failure with what to do next."""
+        from crosstrain.failures import last_lines, summary  # here: a render has no use for it
+
         tasks = run.tasks or []
         said = next((t.state.state_message for t in tasks if t.state and t.state.state_message), None) or message
         error, lines, read, rank = "", [], [], None

@@ -22,7 +22,6 @@ from crosstrain.backends._databricks import (
     runtime_bundle,
     state_of,
 )
-from crosstrain.backends._databricks_checks import client_or_check
 from crosstrain.backends.base import (
     FINGERPRINT_WHY,
     IDENTITY_WHY,
@@ -33,21 +32,21 @@ from crosstrain.backends.base import (
     bundle_command,
     launcher_command,
 )
-from crosstrain.backends.databricks_air import preflight, prices
+from crosstrain.backends.databricks_air import prices
 from crosstrain.backends.databricks_air.emulate import EMULATION
 from crosstrain.backends.databricks_air.logs import NOT_SERVED, ArtifactLogs, NodeLogs
 from crosstrain.backends.databricks_air.plan import Plan, _plan
 from crosstrain.backends.databricks_air.settings import WORKSPACE_CODE_LIMITS, DatabricksAIRSettings
 from crosstrain.data import Placement, Reach
 from crosstrain.errors import CrosstrainError, Problem, Unsupported
-from crosstrain.failures import last_lines, summary
-from crosstrain.preflight import Check
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, Request
 from crosstrain.spec import PoolView, TrainingJob
 
 if TYPE_CHECKING:
     from databricks.sdk import WorkspaceClient
     from databricks.sdk.service.jobs import Run
+
+    from crosstrain.preflight import Check
 
 #: The command script's name (the service runs it on every node).
 COMMAND_SCRIPT = "command.sh"
@@ -170,6 +169,10 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
         return plan
 
     def preflight(self, job: TrainingJob, settings: DatabricksAIRSettings, plan: Plan) -> list[Check]:
+        from crosstrain.backends._databricks_checks import client_or_check
+        from crosstrain.backends.databricks_air import preflight
+        from crosstrain.preflight import Check
+
         client = client_or_check(lambda: self._client(settings.host, settings.profile), settings.host)
         return [client] if isinstance(client, Check) else preflight.checks(client, settings, plan)
 
@@ -408,6 +411,8 @@ class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
     def status(self, handle: JobHandle) -> JobStatus:
         """The run's state; while it waits, the task output's status_message (e.g. that it waits for GPUs); once
         failed, why, from the task output's error and trace."""
+        from crosstrain.failures import last_lines, summary  # here: a render has no use for it
+
         if "sweep" in handle.ref:  # every trial's state and metric, and the best so far
             return _databricks_sweep.status(self, handle)
         w = self._handle_client(handle)

@@ -30,7 +30,7 @@ from crosstrain.backends._google import (
 )
 from crosstrain.backends.base import FINGERPRINT_WHY, IDENTITY_WHY, NODES_WHY, Backend, Capabilities, Ids
 from crosstrain.backends.binding import Binding, Place
-from crosstrain.backends.vertex import preflight, prices
+from crosstrain.backends.vertex import prices
 from crosstrain.backends.vertex import sweep as vertex_sweep
 from crosstrain.backends.vertex.emulate import EMULATION
 from crosstrain.backends.vertex.gcloud import gcloud_command
@@ -46,7 +46,6 @@ from crosstrain.backends.vertex.plan import (
 )
 from crosstrain.backends.vertex.settings import _BARE_HOST, _CANCELLED, _GOOGLE_HOST, STATE_MAP, VertexSettings
 from crosstrain.errors import CrosstrainError, Problem, SubmitError, TransientError, Unsupported
-from crosstrain.failures import last_lines, summary
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 
 if TYPE_CHECKING:
@@ -129,7 +128,7 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         log_grace: float = 15.0,
         log_page_size: int = 1000,
         quota_session: Callable[[], Any] | None = None,
-        quota_url: str = preflight.CLOUD_QUOTAS,
+        quota_url: str = "https://cloudquotas.googleapis.com",
     ) -> None:
         """`client_factory(endpoint)` makes the job service client for a regional endpoint (a host name, as
         the rendered URL has it); by default the GAPIC client on its REST transport with Application Default
@@ -158,6 +157,8 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         return plan
 
     def preflight(self, job: TrainingJob, settings: VertexSettings, plan: Plan) -> list[Check]:
+        from crosstrain.backends.vertex import preflight
+
         def list_jobs(parent: str) -> Any:
             client = self._client(f"{settings.region}-aiplatform.googleapis.com")
             pager = client.list_custom_jobs(request={"parent": parent, "page_size": 1}, timeout=self.retry.call_timeout)
@@ -469,6 +470,8 @@ class VertexBackend(Backend[VertexSettings, Plan]):
         """Why a failed job failed: the replica Vertex names in the job's error (`The replica workerpool0-0
         exited with a non-zero status of 1 ...`), that replica's last log lines from Cloud Logging where they can
         be read, and the kind of failure with what to do next."""
+        from crosstrain.failures import last_lines, summary  # here: a render has no use for it
+
         recorded = job.error.message or ""
         replica = _REPLICA.search(recorded)
         task = replica[1] if replica else None

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from crosstrain.backends.vertex.settings import VertexSettings
     from crosstrain.spec import TrainingJob
 
-CLOUD_QUOTAS = "https://cloudquotas.googleapis.com"
 SERVICE = "aiplatform.googleapis.com"
 QUOTA_FIX = (
     "ask for more in the Google Cloud console (IAM & Admin > Quotas, metric {metric}, region {region}), "
