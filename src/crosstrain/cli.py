@@ -20,9 +20,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from crosstrain import cli_verbs, colour
+from crosstrain.cli_parser import build_parser
 from crosstrain.errors import (
     CrosstrainError,
     ExitCode,
@@ -41,17 +42,6 @@ if TYPE_CHECKING:
     from crosstrain.backends.base import Backend
     from crosstrain.records import Request
     from crosstrain.spec import TrainingJob
-
-EPILOG = """exit codes: 0 ok, 1 unexpected error, 2 invalid spec or usage, 3 submission failed,
-4 job failed while waiting, 5 still running when --timeout expired, 6 an SDK this needs is not installed,
-7 a preflight check failed (check, submit --check), 130 interrupted (143/129: SIGTERM/SIGHUP)"""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        """Raise instead of exiting, so `main` reports it like any other error (exit 2, JSON under --json)."""
-        self.print_usage(sys.stderr)
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def _say(message: str) -> None:
@@ -74,75 +64,6 @@ def _print_json(data: Any, out: TextIO | None = None) -> None:
     print(json_text(json.dumps(data, indent=2, ensure_ascii=False)), file=out or sys.stdout)
 
 
-def _spec_args(p: argparse.ArgumentParser, *, many_targets: bool = False) -> None:
-    p.add_argument("job", help="job file (YAML or JSON), or - for stdin")
-    if many_targets:
-        p.add_argument(
-            "-t",
-            "--target",
-            action="append",
-            help="target to check (repeatable); default: every target in the job file's targets section",
-        )
-    else:
-        p.add_argument("-t", "--target", help="where to run; default: the job file's only target")
-    _set_arg(p, "target setting, overriding the job file, the environment and the config file (repeatable)")
-
-
-def _set_arg(p: argparse.ArgumentParser, text: str) -> None:
-    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE", help=text)
-    _profile_arg(p)
-
-
-def _profile_arg(p: argparse.ArgumentParser, text: str = "") -> None:
-    p.add_argument(
-        "--profile",
-        metavar="NAME",
-        help=text
-        or "the config file's profile to use, over its defaults (default: $CROSSTRAIN_PROFILE; "
-        "see `crosstrain config`)",
-    )
-
-
-def _local_args(p: argparse.ArgumentParser) -> None:
-    local = p.add_argument_group("on this machine (the local target)")
-    local.add_argument("--local", action="store_true", help="same as --target local")
-    local.add_argument(
-        "--emulate",
-        metavar="PLATFORM",
-        help="whose environment each node gets: torchrun (default), "
-        + ", ".join(name for entry in BUILTIN_BACKENDS.values() for name in entry.emulations),
-    )
-    local.add_argument("--nodes", type=int, metavar="N", help="run at most N of the job's nodes")
-    local.add_argument("--nproc-per-node", type=int, metavar="M", help="processes per node (default: the job's)")
-    local.add_argument(
-        "--input",
-        dest="stand_in_inputs",
-        action="append",
-        metavar="NAME=PATH",
-        help="a local folder or file standing in for the job's input NAME (repeatable; targets.local.inputs)",
-    )
-    local.add_argument(
-        "--output",
-        dest="stand_in_outputs",
-        action="append",
-        metavar="NAME=PATH",
-        help="a local folder standing in for the job's output NAME (repeatable; targets.local.outputs)",
-    )
-
-
-def _run_id_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--run-id", help="identity suffix; 'new' makes a fresh one so the same spec runs again")
-
-
-def _handle_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("handle", help="what `crosstrain submit` printed: the text itself, a file holding it, or -")
-    _set_arg(
-        p,
-        "where this machine sends credentials (e.g. host=https://..., project=...), over the environment; "
-        "the handle must match it (repeatable)",
-    )
-
-
 def _handle_settings(args: argparse.Namespace) -> dict[str, Any]:
     """`--set` and `--profile`, as a handle's verbs and `api.send` take them."""
     return {**_assignments(args), "config_profile": args.profile}
@@ -156,113 +77,6 @@ def _assignments(args: argparse.Namespace) -> dict[str, str]:
     if "config_profile" in settings:
         raise SpecError([Problem("--set config_profile", "not a setting", "pick the config file's profile: --profile")])
     return settings
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="crosstrain",
-        description="One job spec, many clouds: render and submit distributed PyTorch training jobs.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action=_Version)
-    # prog given: argparse would make a help formatter to work it out (importing shutil, for the terminal's width)
-    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser, prog=parser.prog)
-
-    def verb(name: str, help_text: str) -> argparse.ArgumentParser:
-        p = verbs.add_parser(name, help=help_text, description=help_text, epilog=EPILOG)
-        p.add_argument("--json", action="store_true", help="machine-readable output on stdout, errors included")
-        return p
-
-    p = verb("render", "print every HTTP call submit would make, without sending anything (dry run)")
-    _spec_args(p)
-    _local_args(p)
-    _run_id_arg(p)
-    p.add_argument("--format", default="json", help="json (default) or a native form the target offers")
-    p = verb("validate", "check a job file, and that each target can run it")
-    _spec_args(p, many_targets=True)
-    p = verb("run", "run a job to its end: here with --local, else submit it and wait; exit 4 if it fails")
-    _spec_args(p)
-    _local_args(p)
-    _run_id_arg(p)
-    p.add_argument(
-        "--timeout", type=_duration, help="with a cloud target: stop waiting after this long (600, 90m, 24h)"
-    )
-    p = verb("submit", "send a job (or a rendered request saved as JSON); print its handle on stdout")
-    _spec_args(p)
-    _local_args(p)
-    _run_id_arg(p)
-    p.add_argument("--wait", action="store_true", help="then wait until the job ends")
-    p.add_argument("--timeout", type=_duration, help="with --wait: give up after this long (600, 90m, 24h)")
-    p.add_argument(
-        "--dry-run", action="store_true", help="print the request submit would send (as `render --json`); send nothing"
-    )
-    p.add_argument(
-        "--check", action="store_true", help="run `crosstrain check` first; send nothing if it fails (exit 7)"
-    )
-    p = verb("status", "print a submitted job's state")
-    _handle_arg(p)
-    p = verb("wait", "wait until a job ends; exit 4 unless it succeeded")
-    _handle_arg(p)
-    p.add_argument("--timeout", type=_duration, help="give up after this long (600, 90m, 24h; exit 5)")
-    p.add_argument("--poll", type=_duration, default=1.0, help="first poll interval (default 1s; backs off to 30s)")
-    p = verb("list", "the jobs crosstrain made on a target, newest first, with state, age and console link")
-    p.add_argument("-t", "--target", default="local", help="where to look (default: local)")
-    _set_arg(p, "target setting, as for submit (repeatable)")
-    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
-    p = verb("cancel", "cancel a submitted job")
-    _handle_arg(p)
-    p = verb("logs", "print a job's logs")
-    _handle_arg(p)
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing lines while the job runs")
-    p.add_argument("--trial", type=int, help="a Databricks sweep's trial N only (default: every trial)")
-    verb("schema", "print the JSON Schema of job files (for editors and CI checks)")
-    p = verb(
-        "targets",
-        "list the targets and their settings: each one's value here, where it came from, and where else it can",
-    )
-    p.add_argument("job", nargs="?", help="a job file whose targets section counts too (- for stdin)")
-    p.add_argument("-t", "--target", help="only this target")
-    _set_arg(p, "target setting, as for render (repeatable)")
-    cli_verbs.add_config_parser(verbs, EPILOG, _Parser, _profile_arg)
-    p = verb("completion", 'print a shell completion script: eval "$(crosstrain completion bash)"')
-    p.add_argument("shell", choices=("bash", "zsh", "fish"))
-    p = verb("catalog", "list the GPUs and machine types each target offers")
-    p.add_argument("-t", "--target", help="only this target's offers")
-    cli_verbs.add_prices_parser(verb("prices", "the list prices crosstrain prices jobs with: source and date"))
-    cli_verbs.add_check_parser(
-        verb("check", "read-only preflight: can each target start the job now, and why not"), _spec_args
-    )
-    return parser
-
-
-def _duration(text: str) -> float:
-    """Seconds (`600`, `0.5`) or a duration (`90s`, `15m`, `24h`, `1h30m`), as job files take them."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    from crosstrain.spec_fields import parse_duration
-
-    try:
-        return float(parse_duration(text))
-    except Exception:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration: write seconds (600) or 90m, 24h, 1h30m"
-        ) from None
-
-
-class _Version(argparse._VersionAction):
-    """`--version`, the version read from the package metadata only when asked (a lookup among every package)."""
-
-    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            self.version = f"%(prog)s {version('crosstrain')}"
-        except PackageNotFoundError:
-            self.version = "%(prog)s unknown"
-        super().__call__(parser, namespace, values, option)
 
 
 def _load_handle(args: argparse.Namespace) -> Any:
@@ -821,8 +635,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = "--json" in options
     verb = next((arg for arg in options if arg in COMMANDS), "")
     try:
-        _unknown_verb(options)
-        args = build_parser().parse_args(argv)
+        named = _unknown_verb(options)
+        args = build_parser(named).parse_args(argv)
         verb, as_json = args.verb, bool(getattr(args, "json", False))
         if verb in cli_verbs.VALIDATING:
             cli_verbs.without_pydantic_plugins()
@@ -858,13 +672,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.ERROR
 
 
-def _unknown_verb(options: list[str]) -> None:
-    """A mistyped verb, refused with the closest one (argparse lists them all, which helps less)."""
+def _unknown_verb(options: list[str]) -> str | None:
+    """The verb the command line names (None where it names none: `--help`, `--version`); a mistyped one is
+    refused with the closest verb (argparse lists them all, which helps less)."""
     import difflib
 
     word = next((arg for arg in options if not arg.startswith("-")), None)
     if word is None or word in COMMANDS:
-        return
+        return word
     close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
     hint = f"did you mean `crosstrain {close[0]}`?" if close else f"the commands: {', '.join(COMMANDS)}"
     build_parser().print_usage(sys.stderr)  # as argparse's own usage errors do

@@ -63,60 +63,6 @@ def _print_json(data: Any) -> None:
     print(json_text(json.dumps(data, indent=2, ensure_ascii=False)))
 
 
-CONFIG_HELP = """keys: TARGET.SETTING (vertex.region) for the defaults, profiles.NAME.TARGET.SETTING (or
---profile NAME) for a profile's. Where a value comes from, lowest first: built-in defaults, the config file's
-defaults, its profile, environment variables, the job file's targets section, --set. The file:
-$CROSSTRAIN_CONFIG, else $XDG_CONFIG_HOME/crosstrain/config.toml, else ~/.config/crosstrain/config.toml."""
-
-
-def add_config_parser(verbs: Any, epilog: str, parser_class: type[argparse.ArgumentParser], profile_arg: Any) -> None:
-    """`crosstrain config ACTION`: gcloud's `config` and az's defaults, for crosstrain's settings."""
-    text, raw = (
-        "read and write this user's defaults for each target (the config file)",
-        argparse.RawDescriptionHelpFormatter,
-    )
-    config = verbs.add_parser(
-        "config", help=text, description=f"{text}.\n\n{CONFIG_HELP}", epilog=epilog, formatter_class=raw
-    )
-    actions = config.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=parser_class)
-    for name, text, takes in (
-        ("get", "print the value the config file sets for KEY", ("key",)),
-        ("set", "check VALUE against the target's setting, then write it to the config file", ("key", "value")),
-        ("unset", "remove KEY from the config file", ("key",)),
-        ("list", "every setting the config file holds, checked against its target", ()),
-        ("path", "print where the config file is (whether or not it exists)", ()),
-    ):
-        p = actions.add_parser(
-            name, help=text, description=f"{text}.\n\n{CONFIG_HELP}", epilog=epilog, formatter_class=raw
-        )
-        p.add_argument("--json", action="store_true", help="machine-readable output on stdout, errors included")
-        for arg in takes:
-            p.add_argument(
-                arg,
-                metavar=arg.upper(),
-                help="TARGET.SETTING, or profiles.NAME.TARGET.SETTING" if arg == "key" else None,
-            )
-        if takes:
-            profile_arg(p, "the profile whose KEY this is (as profiles.NAME.KEY)")
-
-
-def add_prices_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "items", nargs="*", metavar="ITEM", help="only these machine types, GPUs or VM sizes (a part of the name)"
-    )
-    p.add_argument("-t", "--target", action="append", help="only this target's prices (repeatable)")
-    p.add_argument(
-        "--refresh",
-        action="store_true",
-        help="reread the prices of the table's items from the public price APIs that need no key (Azure's Retail "
-        "Prices API) and show what changed",
-    )
-    p.add_argument(
-        "--write", action="store_true", help="with --refresh: save the reread prices in the table crosstrain ships"
-    )
-    p.add_argument("--api-url", help="with --refresh: read this price API instead (a mirror, or a test's server)")
-
-
 def _priced_targets(only: list[str] | None) -> list[tuple[str, Any]]:
     from crosstrain.registry import BUILTIN_BACKENDS, get_backend_class
 
@@ -205,10 +151,6 @@ def _changes(old: list[Any], new: list[Any]) -> dict[str, list[dict[str, Any]]]:
         "new": [{**key(k), "now": v} for k, v in sorted(now.items()) if k not in was],
         "gone": [key(k) for k in sorted(was) if k not in now],
     }
-
-
-def add_check_parser(p: argparse.ArgumentParser, spec_args: Any) -> None:
-    spec_args(p, many_targets=True)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -1,0 +1,41 @@
+"""The parser built for one verb is, for that verb, the parser built whole."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pytest
+
+from crosstrain.cli import COMMANDS
+from crosstrain.cli_parser import build_parser
+
+
+def _verb_parser(parser: argparse.ArgumentParser, verb: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found: argparse.ArgumentParser = action.choices[verb]
+    return found
+
+
+def _described(parser: argparse.ArgumentParser) -> list[Any]:
+    """Every option and positional of a parser, its sub-parsers' included, as what parsing and help read."""
+    described: list[Any] = [parser.prog, parser.description, parser.epilog]
+    for action in parser._actions:
+        fields = ("option_strings", "dest", "nargs", "default", "type", "choices", "required", "help", "metavar")
+        described.append(tuple(repr(getattr(action, name)) for name in fields))
+        if isinstance(action, argparse._SubParsersAction):
+            described += [(name, _described(sub)) for name, sub in action.choices.items()]
+    return described
+
+
+@pytest.mark.parametrize("verb", sorted(COMMANDS))
+def test_a_verb_s_parser_is_the_whole_parser_s(verb: str) -> None:
+    whole, built = build_parser(), build_parser(verb)
+    assert _described(_verb_parser(built, verb)) == _described(_verb_parser(whole, verb))
+    assert built.format_usage() == whole.format_usage()  # every verb listed, as --help lists them
+
+
+def test_the_other_verbs_are_listed_without_their_options() -> None:
+    built = build_parser("render")
+    assert [a.dest for a in _verb_parser(built, "submit")._actions] == ["help"]
+    assert "--dry-run" in _verb_parser(build_parser(), "submit")._option_string_actions
