@@ -71,13 +71,10 @@ ARCHIVE_MTIME = 946684800
 #: Where the node side starts: what a node runs (the launcher, the Databricks task, a shipped function's runner)
 #: and what a job imports (`crosstrain.runtime`). The crosstrain modules they import ship with them, found by
 #: reading their imports (`node_side_files`); besides those, they import only the standard library and torch.
+#: `runtime/secrets.py` runs as `python -m crosstrain.runtime.secrets -- COMMAND`.
 NODE_ENTRY_POINTS: tuple[str, ...] = (
-    "launch.py",
-    "databricks_task.py",
-    "function.py",
-    "runtime/__init__.py",
-    "runtime/secrets.py",  # `python -m crosstrain.runtime.secrets -- COMMAND`
-)
+    "launch.py", "databricks_task.py", "function.py", "runtime/__init__.py", "runtime/secrets.py",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
