@@ -90,3 +90,28 @@ def test_only_a_function_job_has_a_result_and_the_fake_says_where_it_would_be(fa
     assert function.result_at == "outputs/result.pkl"  # where Azure ML, which the fake plays, keeps it
     with pytest.raises(crosstrain.Unsupported, match=r"outputs/result\.pkl"):
         function.result(timeout=10)
+
+
+def test_set_scopes_to_other_targets_only_where_a_key_names_one() -> None:
+    from crosstrain.api import settings_for
+
+    assert settings_for("fake", {"root": "/r", "fake.root": "/s", "vertex.region": "x"}) == {"root": "/s"}
+    with pytest.raises(SpecError, match="unknown target 'vertx'"):
+        settings_for("fake", {"vertx.region": "x"})
+
+
+def test_set_of_the_target_s_own_keys_reads_no_installed_plugins() -> None:
+    """Which targets the installed plugins add is read (importlib.metadata) only for a key scoped to another."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from crosstrain.api import settings_for\n"
+        "settings_for('local', {'nodes': 2, 'local.nproc_per_node': 1})\n"
+        "print('importlib.metadata' in sys.modules)\n"
+        "settings_for('local', {'vertex.region': 'x'})\n"
+        "print('importlib.metadata' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True"]

@@ -385,7 +385,9 @@ def settings_for(target: str, settings: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     from crosstrain.settings import scoped
 
-    return scoped(settings, target, _setting_names(target), {target, *entries()}, only_target=True)
+    others = {key.split(".", 1)[0] for key in settings if "." in key} - {target}
+    known = {target, *entries()} if others else {target}  # the plugin scan only for a key scoped elsewhere
+    return scoped(settings, target, _setting_names(target), known, only_target=True)
 
 
 def read_request(text: str, name: str | None = None) -> Request | None:
