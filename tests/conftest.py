@@ -9,6 +9,14 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
 
 
+def printed_by(program: str) -> list[str]:
+    """The words a fresh Python prints running `program`: what a process imports at its start shows only there."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout.split()
+
+
 # Markers whose tests run only when selected by name (`-m fuzz_long`): CI runs the bounded suites.
 SELECTED_ONLY = {
     "fuzz_long": "ten times more fuzzing: run with -m fuzz_long",

@@ -8,7 +8,7 @@ import pytest
 
 import crosstrain
 from crosstrain.errors import SpecError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, printed_by
 
 EXAMPLE = ROOT / "examples" / "ddp-quickstart" / "job.yaml"
 
@@ -102,9 +102,6 @@ def test_set_scopes_to_other_targets_only_where_a_key_names_one() -> None:
 
 def test_set_of_the_target_s_own_keys_reads_no_installed_plugins() -> None:
     """Which targets the installed plugins add is read (importlib.metadata) only for a key scoped to another."""
-    import subprocess
-    import sys
-
     probe = (
         "import sys\n"
         "from crosstrain.api import settings_for\n"
@@ -113,5 +110,4 @@ def test_set_of_the_target_s_own_keys_reads_no_installed_plugins() -> None:
         "settings_for('local', {'vertex.region': 'x'})\n"
         "print('importlib.metadata' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "True"]
+    assert printed_by(probe) == ["False", "True"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+
+from tests.conftest import printed_by
 
 PROBE = """
 import json, sys
@@ -26,8 +26,7 @@ def test_the_cli_validates_without_reading_any_distribution_metadata() -> None:
     """The stand-in finds no plugins, so a model validates with no `importlib.metadata` import (15 ms of a
     cold render); a name pydantic asks that the stand-in lacks comes from the real loader, which is then told
     that there are no plugins."""
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True).stdout
-    seen = json.loads(out)
+    seen = json.loads(" ".join(printed_by(PROBE)))
     assert seen == {"job": "probe", "metadata_loaded": False, "plugins": [], "group": "pydantic", "real_plugins": {}}
 
 
@@ -38,8 +37,7 @@ def test_where_pydantic_loaded_its_loader_already_it_is_told_there_are_no_plugin
         "cli_verbs.without_pydantic_plugins()\n"
         "print(sys.modules['pydantic.plugin._loader'] is loader, loader._plugins)\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["True", "{}"]
+    assert printed_by(probe) == ["True", "{}"]
 
 
 def test_a_program_that_imports_crosstrain_keeps_pydantic_s_plugin_loader() -> None:
@@ -50,5 +48,4 @@ def test_a_program_that_imports_crosstrain_keeps_pydantic_s_plugin_loader() -> N
         "loader = sys.modules['pydantic.plugin._loader']\n"
         "print(hasattr(loader, 'PYDANTIC_ENTRY_POINT_GROUP'), loader._plugins is not None)\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["True", "True"]
+    assert printed_by(probe) == ["True", "True"]
