@@ -299,3 +299,37 @@ def test_a_backend_alone_refuses_a_job_with_alternatives_rather_than_drop_them()
     )
     with pytest.raises(SpecError, match=r"fallback: names alternatives"):
         create_backend("vertex", settings={"project": "p", "region": "us-central1"}).submit(job)
+
+
+class _Stalling(CapacityCloud):
+    """A cloud whose status reads stall once `stall` is set: an answer that never completes."""
+
+    def __init__(self, plans: dict[str, str]) -> None:
+        super().__init__(plans)
+        self.stall = threading.Event()
+        self.released = threading.Event()
+
+    def answer(self, call: Any) -> Any:
+        if call.method == "GET" and self.stall.is_set():
+            self.released.wait(30)
+        return super().answer(call)
+
+
+def test_wait_s_timeout_holds_while_a_status_read_never_completes(tmp_path: Path) -> None:
+    import time
+
+    from crosstrain.errors import WaitTimeout
+
+    world = World(tmp_path, {})
+    world.cloud = cloud = _Stalling({})
+    world.backend = FakeBackend(cloud=cloud, retry=FAST)
+    run = world.run(job(world.root))
+    run.submit()
+    cloud.stall.set()
+    started = time.monotonic()
+    try:
+        with pytest.raises(WaitTimeout, match="gave no whole answer to a status read"):
+            run.wait(timeout=0.5, poll_interval=0.05)
+    finally:
+        cloud.released.set()
+    assert time.monotonic() - started < 3  # the 0.5 s asked, or the last read's second

@@ -481,11 +481,20 @@ class Run:
         wait = self.job.scheduling.max_wait
         return wait is not None and self.clock() - self._since > wait * 1.1 + 1.0
 
-    def _status(self) -> JobStatus:
-        assert self.handle is not None
+    def _status(self, deadline: float | None = None, timeout: float | None = None) -> JobStatus:
+        """The followed attempt's status, read by `deadline` where `wait` has one (of `timeout` seconds)."""
+        from crosstrain.retry import by_deadline
+
         backend, handle = self.plan.backends[self.current], self.handle
         assert handle is not None
-        status = backend.retry.poll(lambda: backend.status(handle))
+
+        def unanswered() -> WaitTimeout:
+            return WaitTimeout(
+                f"run {self.plan.key}: {backend.name} gave no whole answer to a status read of job "
+                f"{handle.identity} within the {timeout:g}s given, so its state is unknown"
+            )
+
+        status = by_deadline(lambda: backend.retry.poll(lambda: backend.status(handle)), deadline, unanswered)
         self._ran = self._ran or status.state is JobState.RUNNING
         return status
 
@@ -577,7 +586,7 @@ class Run:
         if self.handle is None:
             self.submit()
         while True:
-            status = self._status()
+            status = self._status(deadline, timeout)
             if progress is not None:
                 progress(status)
             if until_running and status.state is JobState.RUNNING:

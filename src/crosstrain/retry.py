@@ -190,3 +190,16 @@ def within(fn: Callable[[], T], seconds: float, expired: Callable[[], BaseExcept
     if answered:
         return cast(T, value)
     raise value
+
+
+#: How long a read may take once a caller's deadline has passed: `wait(timeout=0)` reads the state once.
+LAST_READ_S = 1.0
+
+
+def by_deadline(fn: Callable[[], T], deadline: float | None, expired: Callable[[], BaseException]) -> T:
+    """`fn()`, bounded by `deadline` (a `time.monotonic()` instant) where there is one, `LAST_READ_S` at the least:
+    what every wait's status read goes through, so that its timeout holds against a server that answers a byte
+    at a time."""
+    if deadline is None:
+        return fn()
+    return within(fn, max(deadline - time.monotonic(), LAST_READ_S), expired)

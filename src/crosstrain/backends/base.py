@@ -789,13 +789,10 @@ class Backend(ABC, Generic[S, P]):
                 "given, so its state is unknown"
             )
 
-        while True:
-            if deadline is None:
-                status = read()
-            else:  # a deadline that holds against a server that answers a byte at a time
-                from crosstrain.retry import within
+        from crosstrain.retry import by_deadline
 
-                status = within(read, max(deadline - time.monotonic(), _LAST_READ_S), unanswered)
+        while True:
+            status = by_deadline(read, deadline, unanswered)
             if progress is not None:
                 progress(status)
             if status.state.terminal:
@@ -833,10 +830,6 @@ class Backend(ABC, Generic[S, P]):
 
 #: The largest function result crosstrain reads back into memory.
 MAX_RESULT_BYTES = 1024**3
-
-
-#: How long a status read may take once a wait's deadline has passed: `wait(timeout=0)` reads the state once.
-_LAST_READ_S = 1.0
 
 
 def read_bounded(path: Path, what: str, limit: int = MAX_RESULT_BYTES) -> bytes:
