@@ -32,7 +32,8 @@ def _described(parser: argparse.ArgumentParser) -> list[Any]:
 def test_a_verb_s_parser_is_the_whole_parser_s(verb: str) -> None:
     whole, built = build_parser(), build_parser(verb)
     assert _described(_verb_parser(built, verb)) == _described(_verb_parser(whole, verb))
-    assert built.format_usage() == whole.format_usage()  # every verb listed, as --help lists them
+    assert _verb_parser(built, verb).format_help() == _verb_parser(whole, verb).format_help()
+    assert built.format_help() == whole.format_help()  # every verb listed with its help, as --help lists them
 
 
 def test_the_other_verbs_are_listed_without_their_options() -> None:

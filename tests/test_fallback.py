@@ -315,17 +315,23 @@ class _Stalling(CapacityCloud):
         return super().answer(call)
 
 
-def test_wait_s_timeout_holds_while_a_status_read_never_completes(tmp_path: Path) -> None:
-    import time
-
-    from crosstrain.errors import WaitTimeout
-
+def _stalled_run(tmp_path: Path) -> tuple[fallback.Run, _Stalling]:
+    """A run submitted to a cloud whose status reads then stall (until `released` is set)."""
     world = World(tmp_path, {})
     world.cloud = cloud = _Stalling({})
     world.backend = FakeBackend(cloud=cloud, retry=FAST)
     run = world.run(job(world.root))
     run.submit()
     cloud.stall.set()
+    return run, cloud
+
+
+def test_wait_s_timeout_holds_while_a_status_read_never_completes(tmp_path: Path) -> None:
+    import time
+
+    from crosstrain.errors import WaitTimeout
+
+    run, cloud = _stalled_run(tmp_path)
     started = time.monotonic()
     try:
         with pytest.raises(WaitTimeout, match="gave no whole answer to a status read"):
@@ -333,3 +339,27 @@ def test_wait_s_timeout_holds_while_a_status_read_never_completes(tmp_path: Path
     finally:
         cloud.released.set()
     assert time.monotonic() - started < 3  # the 0.5 s asked, or the last read's second
+
+
+def test_the_cli_s_wait_says_the_last_state_read_rather_than_read_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the timeout, `crosstrain wait --json` prints the last status the wait read: a read that never
+    completes is not asked again (where none ever answered, the state is UNKNOWN)."""
+    import json
+    import time
+
+    from crosstrain import cli
+    from crosstrain.errors import ExitCode
+
+    run, cloud = _stalled_run(tmp_path)
+    started = time.monotonic()
+    try:
+        code = cli._wait(run, 0.5, 0.05, True)
+    finally:
+        cloud.released.set()
+    assert code == ExitCode.WAIT_TIMEOUT
+    assert time.monotonic() - started < 3
+    said = json.loads(capsys.readouterr().out)
+    assert said["state"] == "UNKNOWN"
+    assert "gave no whole answer" in said["error"]

@@ -323,12 +323,19 @@ def _wait(
     handle: Any, timeout: float | None, poll: float, as_json: bool, settings: dict[str, Any] | None = None
 ) -> int:
     from crosstrain.progress import Progress
+    from crosstrain.records import JobState, JobStatus
 
     progress = Progress(handle.identity, handle.console_url)
+    seen: list[JobStatus] = []
+
+    def shown(status: JobStatus) -> None:
+        seen[:] = [status]
+        progress(status)
+
     try:
-        status = handle.wait(timeout, poll_interval=poll, progress=progress, **(settings or {}))
-    except (JobFailed, WaitTimeout) as exc:
-        status = handle.status(**(settings or {}))
+        status = handle.wait(timeout, poll_interval=poll, progress=shown, **(settings or {}))
+    except (JobFailed, WaitTimeout) as exc:  # the last status read says how it ended (none, where none answered)
+        status = seen[0] if seen else JobStatus(JobState.UNKNOWN, "", "no status read answered")
         if as_json:
             _print_json({"identity": handle.identity, **status.to_dict(), **_outcome(handle), "error": str(exc)})
         _say(str(exc))

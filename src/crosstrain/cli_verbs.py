@@ -1,9 +1,9 @@
-"""CLI verbs beside `crosstrain.cli`: `config`'s parser, and the verbs that look before anything is paid for:
-`crosstrain prices` (the price table crosstrain ships, and `--refresh` from the public price APIs) and
-`crosstrain check` (a read-only preflight per target).
+"""CLI verbs beside `crosstrain.cli`: the verbs that look before anything is paid for, `crosstrain prices` (the
+price table crosstrain ships, and `--refresh` from the public price APIs) and `crosstrain check` (a read-only
+preflight per target), and what the CLI's own process sets up before it validates a job.
 
-`crosstrain.cli` adds their parsers and runs them; this module prints as it does (results on stdout, narration
-on stderr, every text redacted and made safe for a terminal, `--json` on stdout).
+`crosstrain.cli_parser` parses their options and `crosstrain.cli` runs them; this module prints as it does
+(results on stdout, narration on stderr, every text redacted and made safe for a terminal, `--json` on stdout).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def without_pydantic_plugins() -> None:
         stand_in = types.ModuleType(name, "crosstrain's CLI: pydantic's plugin loader, finding no plugins")
         vars(stand_in).update(get_plugins=tuple, __getattr__=functools.partial(_from_plugin_loader, name))
         sys.modules[name] = stand_in
-    elif getattr(sys.modules[name], "_plugins", "absent") is None:
+    elif vars(sys.modules[name]).get("_plugins", "absent") is None:  # vars: the stand-in's __getattr__ not asked
         sys.modules[name]._plugins = {}  # type: ignore[attr-defined]
 
 

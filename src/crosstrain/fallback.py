@@ -343,10 +343,14 @@ class Run:
     def submit(self) -> JobHandle:
         """The live attempt of the run (found, or started after passing over those before it), or the ended one
         where the run is over; `RunStopped` where nothing runs."""
-        with _locked(self._journal.with_suffix(".lock")):
-            return self._submit()
+        return self._submit_by(None)
 
-    def _submit(self) -> JobHandle:
+    def _submit_by(self, until: float | None) -> JobHandle:
+        """`submit`, its status reads bounded by `until` (a `wait`'s deadline) where there is one."""
+        with _locked(self._journal.with_suffix(".lock")):
+            return self._submit(until)
+
+    def _submit(self, until: float | None) -> JobHandle:
         journal = self._read_journal()
         found = self.survey()
         live = [f for f in found if not f.status.state.terminal]
@@ -379,7 +383,7 @@ class Run:
             handle = self._create(attempt)
             if handle is None:
                 continue
-            status = self._watch(attempt, handle)
+            status = self._watch(attempt, until)
             kind = ended_kind(status) if status.state.terminal else None
             if kind is not None:
                 self._pass(attempt, kind, status.message)
@@ -502,11 +506,17 @@ class Run:
         """Whether the followed attempt ended for a reason that moves the run on, before it ran."""
         return status.state.terminal and not self._ran and ended_kind(status) is not None
 
-    def _watch(self, attempt: Attempt, handle: JobHandle) -> JobStatus:
-        deadline = time.monotonic() + self.watch
+    def _watch(self, attempt: Attempt, until: float | None) -> JobStatus:
+        """The new attempt's status, read until it ends or runs, or `watch` seconds pass (at most until `until`, a
+        `wait`'s deadline, which bounds each read too); UNKNOWN where no read answered by it (the job exists: it is
+        followed as it is)."""
+        deadline = min(time.monotonic() + self.watch, until if until is not None else float("inf"))
         backend = self.plan.backends[attempt.index]
         while True:
-            status = self._status()
+            try:
+                status = self._status(until, None if until is None else max(0.0, until - time.monotonic()))
+            except WaitTimeout:
+                return JobStatus(JobState.UNKNOWN, "", "no status read answered by the wait's deadline")
             if status.state.terminal or status.state is JobState.RUNNING or time.monotonic() >= deadline:
                 return status
             if self._expired():
@@ -516,9 +526,15 @@ class Run:
     def _end(self, attempt: Attempt, handle: JobHandle) -> None:
         """Cancel an attempt whose wait for capacity expired, and read it until it has ended (then it is passed
         over); where it cannot be read ended within `end_bound`, the run stops: no next attempt starts."""
+        from crosstrain.retry import by_deadline
+
         backend = self.plan.backends[attempt.index]
         deadline = time.monotonic() + self.end_bound
         asked = False
+
+        def unanswered() -> WaitTimeout:
+            return WaitTimeout(f"{attempt.title} gave no whole answer to a status read within {self.end_bound:g}s")
+
         while True:
             if not asked:
                 try:
@@ -527,8 +543,8 @@ class Run:
                 except CrosstrainError:
                     pass  # read, and ask again
             try:
-                status = backend.retry.poll(lambda: backend.status(handle))
-            except CrosstrainError:
+                status = by_deadline(lambda: backend.retry.poll(lambda: backend.status(handle)), deadline, unanswered)
+            except CrosstrainError:  # no answer, or not a whole one by the bound: read again, or stop at the bound
                 status = None
             if status is not None and status.state.terminal:
                 if status.state is not JobState.CANCELLED and ended_kind(status) is None:
@@ -584,7 +600,7 @@ class Run:
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = poll_interval
         if self.handle is None:
-            self.submit()
+            self._submit_by(deadline)
         while True:
             status = self._status(deadline, timeout)
             if progress is not None:
@@ -597,7 +613,7 @@ class Run:
                     with _locked(self._journal.with_suffix(".lock")):
                         assert self.handle is not None
                         self._end(self.plan.attempts[self.current], self.handle)
-                self.submit()  # passes the ended attempt over and starts the next, or says none is left
+                self._submit_by(deadline)  # passes the ended attempt over and starts the next, or says none is left
                 interval = poll_interval
                 continue
             if status.state.terminal:

@@ -45,7 +45,8 @@ def _blank_long_strings(source: str) -> str:
     ends at the first same triple quote after it that no backslash escapes. Found with `str.find` (one lazy
     regular expression over the node side was a cold render's hot spot)."""
     pieces, done, start = [], 0, 0
-    while (opening := _next_triple_quote(source, start)) != -1:
+    nearest = {quote: source.find(quote) for quote in ('"""', "'''")}
+    while (opening := _next_triple_quote(source, start, nearest)) != -1:
         quote = source[opening : opening + 3]
         close = opening + 3
         while (close := source.find(quote, close)) != -1 and source[close - 1] == "\\":
@@ -60,9 +61,13 @@ def _blank_long_strings(source: str) -> str:
     return "".join([*pieces, source[done:]])
 
 
-def _next_triple_quote(source: str, start: int) -> int:
-    found = [at for at in (source.find('"""', start), source.find("'''", start)) if at != -1]
-    return min(found, default=-1)
+def _next_triple_quote(source: str, start: int, nearest: dict[str, int]) -> int:
+    """Where the next triple quote at or after `start` is (-1: none); `nearest` keeps where each kind was last found,
+    so a kind the source lacks, or has only far ahead, is not looked for again at every string."""
+    for quote, at in nearest.items():
+        if at != -1 and at < start:
+            nearest[quote] = source.find(quote, start)
+    return min((at for at in nearest.values() if at != -1), default=-1)
 
 
 def _names(text: str) -> list[str]:

@@ -28,7 +28,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -504,6 +503,8 @@ def _replace(path: Path, text: str) -> None:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = 0o600  # the user's own: nothing else needs to read it
+    import tempfile  # here: a render reads the config file, and only a write needs it
+
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as out:

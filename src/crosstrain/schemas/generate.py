@@ -20,7 +20,6 @@ import importlib
 import json
 import sys
 from collections.abc import Callable
-from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,8 @@ Node = dict[str, Any]
 
 
 def sdk_version(dist: str) -> str:
+    from importlib import metadata  # here: the render path imports this module for `Node` alone
+
     return f"{dist} {metadata.version(dist)}"
 
 
@@ -67,6 +68,8 @@ def schema_packages() -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
+    from importlib import resources
+
     check = "--check" in argv
     stale = []
     for package in schema_packages().values():

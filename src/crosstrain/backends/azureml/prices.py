@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 import json
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +117,8 @@ def _row(row: dict[str, Any], item: str) -> tuple[str, bool, float] | None:
 
 
 def _get(url: str, timeout: float) -> Any:
+    import urllib.request  # here: only a refresh reads the price API
+
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as answer:  # https, or a test's loopback
         return json.loads(answer.read(32 * 1024 * 1024))
