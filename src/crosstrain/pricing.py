@@ -323,9 +323,8 @@ def shipped_path(package: str) -> Path:
     """Where a platform package's prices file is, to be rewritten by a refresh: beside its `__init__.py` where the
     package is a folder (crosstrain's are: `importlib.resources` would cost a cold render 5 ms of imports), else
     where `importlib.resources` finds it (a plugin's module, or a package in a zip)."""
-    module = importlib.import_module(package)
-    folders = getattr(module, "__path__", None)
-    if folders and Path(folders[0], PRICES_FILE).is_file():
+    folders = getattr(importlib.import_module(package), "__path__", None)
+    if folders and Path(folders[0]).is_dir():
         return Path(folders[0]) / PRICES_FILE
     from importlib import resources
 
