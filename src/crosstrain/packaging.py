@@ -47,7 +47,6 @@ from typing import IO, Any
 
 from crosstrain import ignores, reads
 from crosstrain.errors import Problem, SubmitError
-from crosstrain.import_lines import crosstrain_imports
 from crosstrain.uploads import UploadRefused
 
 PACKAGE = "crosstrain_code"
@@ -68,13 +67,36 @@ USER_PREFIX = f"{PACKAGE}/{SOURCE_DIR}/"
 IGNORE_FILES: tuple[str, ...] = (".crosstrainignore",)
 #: Every archive member's mtime: 2000-01-01, after the 1980 floor of the zip files pip builds from an sdist.
 ARCHIVE_MTIME = 946684800
-#: Where the node side starts: what a node runs (the launcher, the Databricks task, a shipped function's runner)
-#: and what a job imports (`crosstrain.runtime`). The crosstrain modules they import ship with them, found by
-#: reading their imports (`node_side_files`); besides those, they import only the standard library and torch.
-#: `runtime/secrets.py` runs as `python -m crosstrain.runtime.secrets -- COMMAND`.
-NODE_ENTRY_POINTS: tuple[str, ...] = (
-    "launch.py", "databricks_task.py", "function.py", "runtime/__init__.py", "runtime/secrets.py",
-)  # fmt: skip
+#: crosstrain's files that run on the nodes, relative to the package: what a node runs (the launcher, the
+#: Databricks task, a shipped function's runner), what a job imports (`crosstrain.runtime`), every crosstrain
+#: module those import and each package's `__init__.py` on the way; besides those, they import only the standard
+#: library and torch. A list, not a walk of their imports on every render: a test holds it to their imports.
+NODE_SIDE_FILES: tuple[str, ...] = (
+    "__init__.py",
+    "databricks_task.py",
+    "errors.py",
+    "function.py",
+    "launch.py",
+    "safe.py",
+    "secrets.py",
+    "runtime/__init__.py",
+    "runtime/dist.py",
+    "runtime/env.py",
+    "runtime/join.py",
+    "runtime/secrets.py",
+    "runtime/sweep.py",
+    "runtime/platforms/__init__.py",
+    "runtime/platforms/aiplatform.py",
+    "runtime/platforms/azureml.py",
+    "runtime/platforms/azureml_mpi.py",
+    "runtime/platforms/base.py",
+    "runtime/platforms/databricks.py",
+    "runtime/platforms/databricks_air.py",
+    "runtime/platforms/plain.py",
+    "runtime/platforms/single.py",
+    "runtime/platforms/torchelastic.py",
+    "runtime/platforms/vertex.py",
+)
 
 
 @dataclass(frozen=True)
@@ -325,39 +347,6 @@ def _pkg_info() -> bytes:
     return f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {VERSION}\n".encode()
 
 
-@functools.cache
-def node_side_files() -> tuple[str, ...]:
-    """crosstrain's files that run on the nodes, relative to the package: the entry points, every crosstrain
-    module they import (at any depth, at import time or in a function; not under TYPE_CHECKING), and the
-    `__init__.py` of each package on the way (crosstrain's own is shipped as the package, not followed)."""
-    here = Path(__file__).parent
-    found = {"__init__.py"}
-    todo = list(NODE_ENTRY_POINTS)
-    while todo:
-        name = todo.pop()
-        if name in found:
-            continue
-        found.add(name)
-        parts = name.split("/")[:-1]
-        todo += ["/".join([*parts[:depth], "__init__.py"]) for depth in range(1, len(parts) + 1)]
-        for module in crosstrain_imports((here / name).read_text(encoding="utf-8")):
-            path = _module_path(here, module)
-            if path is not None:
-                todo.append(path)
-    return tuple(sorted(found, key=lambda name: (name.count("/"), name)))
-
-
-def _module_path(here: Path, module: str) -> str | None:
-    """`crosstrain.a.b` -> `a/b.py` or `a/b/__init__.py` under `here`; None for a name that is no module."""
-    parts = module.split(".")[1:]
-    if not parts:
-        return None
-    for candidate in ("/".join(parts) + ".py", "/".join([*parts, "__init__.py"])):
-        if os.path.isfile(os.path.join(here, candidate)):  # plain strings: a cold render checks ~150 names
-            return candidate
-    return None
-
-
 #: crosstrain's node-side files as last read, by the (size, mtime, inode) of each: read and hashed once per process.
 _RUNTIME: dict[tuple[tuple[int, int, int], ...], tuple[CodeFile, ...]] = {}
 
@@ -380,12 +369,12 @@ def runtime_files() -> tuple[CodeFile, ...]:
 @functools.cache
 def _runtime_paths() -> tuple[str, ...]:
     here = os.path.dirname(os.path.abspath(__file__))
-    return tuple(os.path.join(here, name) for name in (*node_side_files(), "bootstrap.py"))
+    return tuple(os.path.join(here, name) for name in (*NODE_SIDE_FILES, "bootstrap.py"))
 
 
 def _read_runtime_files(here: Path) -> tuple[CodeFile, ...]:
     files = []
-    for name in node_side_files():
+    for name in NODE_SIDE_FILES:
         data = (here / name).read_bytes()
         files.append(_generated(f"{PACKAGE}/crosstrain/{name}", data))
     bootstrap = (here / "bootstrap.py").read_bytes()
