@@ -82,13 +82,15 @@ def test_a_render_without_a_config_file_imports_no_toml_library() -> None:
 
 @pytest.mark.parametrize("target", ["vertex", "aiplatform", "azureml", "databricks", "fake"])
 def test_a_cloud_render_imports_nothing_it_does_not_use(target: str) -> None:
-    """Reading package metadata or package data, the preflight, a price refresh's HTTP client: none is a render's,
-    and each was a few ms of a cold one. Nor is writing an archive, but on Databricks, whose request carries it (and
-    whose task module, which the render reads its names from, unpacks one)."""
+    """Reading package metadata or package data, the preflight, a price refresh's HTTP client, a platform's local
+    emulation: none is a render's, and each was a few ms of a cold one. Nor is writing an archive, but on
+    Databricks, whose request carries it (and whose task module, which the render reads its names from, unpacks
+    one)."""
     code = f"from crosstrain.cli import main; main(['render', 'examples/ddp-quickstart/job.yaml', '-t', '{target}'])"
     modules = importtime(code)
     assert "crosstrain.backends.base" in modules
     unused = {"importlib.metadata", "importlib.resources", "urllib.request", "crosstrain.preflight"}
+    unused |= {"crosstrain.backends.emulation", f"crosstrain.backends.{target}.emulate"}
     if target != "databricks":
-        unused |= {"tarfile", "gzip", "tempfile"}
+        unused |= {"tarfile", "gzip", "tempfile", "glob"}
     assert not unused & modules, sorted(unused & modules)

@@ -12,7 +12,7 @@ from crosstrain.registry import BUILTIN_BACKENDS, get_backend_class
 from tests.conftest import ROOT
 
 SOURCE = ROOT / "src" / "crosstrain"
-PLATFORMS = [name for name in BUILTIN_BACKENDS if get_backend_class(name).emulation is not None]
+PLATFORMS = [name for name in BUILTIN_BACKENDS if get_backend_class(name).emulation_module is not None]
 #: Where a platform may be named besides its own package, its SDK adaptors and its node-side module: the
 #: registry, the machine catalog, the data-location parser, and the secret stores (one is Databricks' scopes).
 MAX_NAMING = 3

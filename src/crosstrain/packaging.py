@@ -33,7 +33,6 @@ import contextvars
 import dataclasses
 import errno
 import functools
-import glob
 import hashlib
 import io
 import os
@@ -290,6 +289,8 @@ class Bundle:
         return dest / PACKAGE
 
     def _setup_py(self) -> bytes:
+        import glob  # an archive's setup.py only: not on a render's path
+
         inside = [glob.escape(f.path.removeprefix(f"{PACKAGE}/")) for f in self.files]
         data = [p for p in inside if p not in ("__init__.py",)]
         return (

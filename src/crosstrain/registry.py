@@ -27,7 +27,7 @@ class BackendEntry:
     target: str  # "package.module:Class"
     summary: str
     extra: str | None = None  # pip extra that submit needs
-    emulations: tuple[str, ...] = ()  # the `--emulate` names of its `Backend.emulation`, listed without importing it
+    emulations: tuple[str, ...] = ()  # the `--emulate` names of its `Backend.emulation_module`'s EMULATION
 
     @property
     def install_hint(self) -> str:

@@ -45,7 +45,6 @@ from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSumm
 from crosstrain.settings import OVERRIDE, TargetSettings, configured_settings, env_vars, resolve_settings, sourced
 
 if TYPE_CHECKING:
-    from crosstrain.backends.emulation import Emulation
     from crosstrain.data import Placement
     from crosstrain.preflight import Check, Report
     from crosstrain.retry import RetryPolicy
@@ -256,9 +255,10 @@ class Backend(ABC, Generic[S, P]):
 
     #: The package whose `schema.json` a `targets.<name>.patch` is checked against (its own); None: no patch.
     patch_schema: ClassVar[str | None] = None
-    #: How `crosstrain run --local --emulate NAME` runs this platform's nodes here (its registry entry lists the
-    #: names); None: not emulated.
-    emulation: ClassVar[Emulation | None] = None
+    #: The module whose `EMULATION` says how `crosstrain run --local --emulate NAME` runs this platform's nodes
+    #: here (its registry entry lists the names), imported when a local run starts, never by a render; None: not
+    #: emulated.
+    emulation_module: ClassVar[str | None] = None
     #: The package whose `prices.json` prices this target's jobs (`crosstrain prices`); None: it prices nothing.
     price_package: ClassVar[str | None] = None
     #: The fields of the create call's body that crosstrain owns (path -> why), which a patch may not change.

@@ -66,8 +66,15 @@ EMULATIONS: tuple[str, ...] = (TORCHRUN, *EMULATED)
 
 
 def _emulation(target: str) -> Emulation | None:
-    """The emulation a platform declares (its backend's `emulation`); None for plain torchrun."""
-    return get_backend_class(target).emulation if target else None
+    """The emulation a platform declares (the `EMULATION` of its backend's `emulation_module`); None for plain
+    torchrun."""
+    module = get_backend_class(target).emulation_module if target else None
+    if module is None:
+        return None
+    emulation = importlib.import_module(module).EMULATION
+    if not isinstance(emulation, Emulation):
+        raise TypeError(f"{module}.EMULATION is a {type(emulation).__name__}, not an Emulation")
+    return emulation
 
 
 # The variables a platform or launcher sets; inherited ones would make every process believe it is some rank.

@@ -27,7 +27,6 @@ from crosstrain.backends._google import (
 )
 from crosstrain.backends.aiplatform import prices
 from crosstrain.backends.aiplatform import sweep as aiplatform_sweep
-from crosstrain.backends.aiplatform.emulate import EMULATION
 from crosstrain.backends.aiplatform.plan import Plan, _data_notes, _package_args, _plan, _replica_config, scale_tier
 from crosstrain.backends.aiplatform.settings import (
     _ENDING,
@@ -65,7 +64,7 @@ if TYPE_CHECKING:
 class AIPlatformBackend(Backend[AIPlatformSettings, Plan]):
     """Legacy AI Platform Training. Example: `crosstrain render job.yaml --target aiplatform --format gcloud`."""
 
-    emulation = EMULATION
+    emulation_module = "crosstrain.backends.aiplatform.emulate"
     data_placement = data_placement("AI Platform Training", fuse=False)
     # No result_places: its nodes have no Cloud Storage mount, so a file rank 0 writes stays on the node.
     name = "aiplatform"

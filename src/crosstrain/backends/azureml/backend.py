@@ -15,7 +15,6 @@ from crosstrain.adaptors import azure
 from crosstrain.backends.azureml import prices, trials
 from crosstrain.backends.azureml import sweep as azure_sweep
 from crosstrain.backends.azureml.cli_yaml import _CLI_FIELDS, cli_yaml
-from crosstrain.backends.azureml.emulate import EMULATION
 from crosstrain.backends.azureml.logs import (
     _ERROR_LINE,
     WORKSPACE_KEYS,
@@ -101,7 +100,7 @@ class AzureMLBackend(Backend[AzureMLSettings, Plan]):
 
     keeps_outputs_folder = True  # Azure ML uploads outputs/ with the run
 
-    emulation = EMULATION
+    emulation_module = "crosstrain.backends.azureml.emulate"
     data_placement = Placement(
         "Azure ML",
         dict.fromkeys(("azureml", "azure", "local", "none"), Reach(ALL_MODES)),

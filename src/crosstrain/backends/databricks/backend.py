@@ -23,7 +23,6 @@ from crosstrain.backends.base import (
     Ids,
 )
 from crosstrain.backends.databricks import prices, wire
-from crosstrain.backends.databricks.emulate import EMULATION
 from crosstrain.backends.databricks.logs import (
     DRIVER_PREFIX,
     _DriverLogs,
@@ -61,7 +60,7 @@ if TYPE_CHECKING:
 class DatabricksBackend(WorkspaceBackend[DatabricksSettings, Planned]):
     """Databricks one-time runs that call TorchDistributor. Example: `crosstrain submit job.yaml -t databricks`."""
 
-    emulation = EMULATION
+    emulation_module = "crosstrain.backends.databricks.emulate"
     code_limits = WORKSPACE_CODE_LIMITS
     # Unity Catalog volumes and DBFS are files on every node (read and written in place); another cloud's URI
     # reaches the code as is (`direct`), for Spark or a client with the cluster's credentials.

@@ -33,7 +33,6 @@ from crosstrain.backends.base import (
     launcher_command,
 )
 from crosstrain.backends.databricks_air import prices
-from crosstrain.backends.databricks_air.emulate import EMULATION
 from crosstrain.backends.databricks_air.logs import NOT_SERVED, ArtifactLogs, NodeLogs
 from crosstrain.backends.databricks_air.plan import Plan, _plan
 from crosstrain.backends.databricks_air.settings import WORKSPACE_CODE_LIMITS, DatabricksAIRSettings
@@ -111,7 +110,7 @@ def secrets_file(pool: PoolView) -> str:
 class DatabricksAIRBackend(WorkspaceBackend[DatabricksAIRSettings, Plan]):
     """Databricks AI Runtime (serverless GPU) runs. Example: `crosstrain submit job.yaml -t databricks-air`."""
 
-    emulation = EMULATION
+    emulation_module = "crosstrain.backends.databricks_air.emulate"
 
     # Serverless nodes see Unity Catalog volumes as files; another cloud's URI reaches the code as is.
     data_placement = Placement(

@@ -32,7 +32,6 @@ from crosstrain.backends.base import FINGERPRINT_WHY, IDENTITY_WHY, NODES_WHY, B
 from crosstrain.backends.binding import Binding, Place
 from crosstrain.backends.vertex import prices
 from crosstrain.backends.vertex import sweep as vertex_sweep
-from crosstrain.backends.vertex.emulate import EMULATION
 from crosstrain.backends.vertex.gcloud import gcloud_command
 from crosstrain.backends.vertex.plan import (
     Plan,
@@ -71,7 +70,7 @@ def _kind(name: str) -> str:
 class VertexBackend(Backend[VertexSettings, Plan]):
     """Vertex AI CustomJobs. Example: `crosstrain submit job.yaml --target vertex --set project=my-proj`."""
 
-    emulation = EMULATION
+    emulation_module = "crosstrain.backends.vertex.emulate"
     data_placement = data_placement("Vertex AI", fuse=True)
     result_places = {"gs": "gs://my-bucket/runs"}  # written through the FUSE mount, read with the storage client
     name = "vertex"
