@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from crosstrain.cli import COMMANDS
-from crosstrain.cli_parser import build_parser
+from crosstrain.cli_parser import Parser, build_parser
 
 
 def _verb_parser(parser: argparse.ArgumentParser, verb: str) -> argparse.ArgumentParser:
@@ -40,3 +40,15 @@ def test_the_other_verbs_are_listed_without_their_options() -> None:
     built = build_parser("render")
     assert [a.dest for a in _verb_parser(built, "submit")._actions] == ["help"]
     assert "--dry-run" in _verb_parser(build_parser(), "submit")._option_string_actions
+
+
+@pytest.mark.parametrize("columns", ["", "57", "132", "not-a-number", "0"])
+def test_help_is_as_wide_as_argparse_makes_it(columns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parser finds the terminal's width itself (not through `shutil`), and gets argparse's answer: $COLUMNS
+    where it is a positive number, else the terminal's (here: none, so 80)."""
+    monkeypatch.setenv("COLUMNS", columns)
+    whole = build_parser()
+    ours = [whole.format_help(), *(_verb_parser(whole, verb).format_help() for verb in sorted(COMMANDS))]
+    monkeypatch.setattr(Parser, "_get_formatter", argparse.ArgumentParser._get_formatter)
+    theirs = [whole.format_help(), *(_verb_parser(whole, verb).format_help() for verb in sorted(COMMANDS))]
+    assert ours == theirs
