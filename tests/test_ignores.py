@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from crosstrain import packaging
+from crosstrain.uploads import UploadRefused
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -138,6 +140,14 @@ SCENARIOS: dict[str, tuple[dict[str, str | bytes], str]] = {
         {".gitignore": "*.pyc\n__pycache__/\n", "m.py": "", "m.pyc": "", "__pycache__/m.cpython-311.pyc": ""},
         ".",
     ),
+    "'**' right after a pattern's first letters matches folders, as git reads it": (
+        {"src/.gitignore": "/a**/b\n/c**\n", "src/a/b": "", "src/ax/y/b": "", "src/a/c": "", "src/cd/e": ""},
+        "src",
+    ),
+    "a bracket that holds a '/'": (
+        {"src/.gitignore": "[/*.py/[!a]*\n", "src/b.py": "", "src/a": "", "src/c/d": ""},
+        "src",
+    ),
     "a symlinked .gitignore is not read": (
         {"src/rules.txt": "*.py\n", "src/a.py": "", "src/b.txt": ""},
         "src",
@@ -222,3 +232,54 @@ def test_crosstrainignore_applies_after_git(tmp_path: Path) -> None:
         },
     )
     assert _shipped(repo / "src") == {".crosstrainignore", "train.py", "generated/proto.py"}
+
+
+#: What random patterns are made of: names of the random trees' files, and every kind of wildcard git reads.
+_SEGMENTS = (
+    "a", "b.py", "deep", "*", "**", "***", "?", "*.py", "a*", "*a*", "[ab]*", "[!a]*", "[^b].py", "[a-c]",
+    "[]a]*", "[[:digit:]]*", "[[:alpha:]]", "\\*", "\\[x]", "x-y", ".hidden", "c?", "[z-a]", "[", "[!]a]*",
+    "[a-]", "[-a]*", "**a", "a**", "\\!b", "\\#a", "#a", "[[:punct:]]*", "[[:space:]]*", "[[:upper:]]",
+    "[[:bogus:]]", "[[:]", "a\\ ", "[\\]]*", "[a\\-c]", "[!/]*", "[/]", "-", "[.]hidden",
+)  # fmt: skip
+_NAMES = (
+    "a", "b.py", "ab.py", "c1", "c12", "deep", "x-y", ".hidden", "[x]", "*", "]a", "1", "z", "a b", "#a", "!b", "a-",
+    "-", "A", "a ", "]", "a**", "[",
+)  # fmt: skip
+
+
+def _random_pattern(rng: random.Random) -> str:
+    body = "/".join(rng.choice(_SEGMENTS) for _ in range(rng.choice((1, 1, 2, 3))))
+    return rng.choice(("", "", "!")) + rng.choice(("", "", "/")) + body + rng.choice(("", "", "/"))
+
+
+def _random_tree(rng: random.Random) -> dict[str, str | bytes]:
+    files: dict[str, str | bytes] = {}
+    for _ in range(40):
+        depth = rng.choice((1, 2, 2, 3, 4))
+        files["/".join(rng.choice(_NAMES) for _ in range(depth))] = ""
+    names = sorted(files)
+    # a name both a file and a folder's: keep the folder
+    files = {name: "" for name in names if not any(other.startswith(f"{name}/") for other in names)}
+    folder = rng.choice([name.rsplit("/", 1)[0] for name in files if "/" in name] or [""])
+    files[".gitignore"] = "".join(f"{_random_pattern(rng)}\n" for _ in range(8))
+    if folder:
+        files[f"{folder}/.gitignore"] = "".join(f"{_random_pattern(rng)}\n" for _ in range(3))
+    return files
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_patterns_leave_out_what_git_leaves_out(tmp_path: Path, seed: int) -> None:
+    """Patterns made at random from every wildcard git reads (`**`, brackets, classes, escapes, ranges backwards,
+    an unclosed bracket), over a random tree: what ships is what git lists, file for file."""
+    rng = random.Random(seed)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    files = _random_tree(rng)
+    _write(repo, files)
+    listed = _listed_by_git(repo, ".")
+    if not listed:  # everything left out: the folder is refused, as one with no file to ship
+        with pytest.raises(UploadRefused, match="holds no file to ship"):
+            _shipped(repo)
+        return
+    assert _shipped(repo) == listed, files

@@ -89,7 +89,7 @@ def test_a_cloud_render_imports_nothing_it_does_not_use(target: str) -> None:
     code = f"from crosstrain.cli import main; main(['render', 'examples/ddp-quickstart/job.yaml', '-t', '{target}'])"
     modules = importtime(code)
     assert "crosstrain.backends.base" in modules
-    unused = {"importlib.metadata", "importlib.resources", "urllib.request", "crosstrain.preflight"}
+    unused = {"importlib.metadata", "importlib.resources", "urllib.request", "crosstrain.preflight", "pathspec"}
     unused |= {"crosstrain.backends.emulation", f"crosstrain.backends.{target}.emulate"}
     if target != "databricks":
         unused |= {"tarfile", "gzip", "tempfile", "glob"}

@@ -15,9 +15,9 @@ the same bundle on every machine. Outside a repository, the folder's own `.gitig
 The extra files at the folder's root (`.crosstrainignore`; `.amlignore` too on Azure ML) apply after git's: they
 leave more out, and a `!pattern` there brings back what git's rules left out. `.git` itself never ships.
 
-Each pattern is compiled by pathspec's gitignore pattern and matched against one path exactly, as git matches
-it (a trailing `/` makes it match folders only); a folder left out is not entered, so nothing under it can
-come back, which is git's rule too.
+Each pattern is read as git's wildmatch reads it (`pattern_regex`) and matched against one path exactly, as git
+matches it (a trailing `/` makes it match folders only); a folder left out is not entered, so nothing under it
+can come back, which is git's rule too.
 
 A folder a platform uploads as data (`own_rules`) is read by its own ignore files only, at its root, as azure-ai-ml
 reads a local input: data is what a repository's `.gitignore` most often leaves out, and a job that names a folder
@@ -33,7 +33,7 @@ import functools
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,10 +44,6 @@ from crosstrain.uploads import UploadRefused
 MAX_BYTES = 1 << 20
 #: Never shipped, whatever the rules say: a repository's history.
 ALWAYS_IGNORED = ".git"
-#: In pathspec's regular expressions, the `/` after a folder the pattern matched, where the path goes on below
-#: it: a match through it is a match of a parent folder, which the walk has already decided, so it is made to
-#: fail. And a negated bracket (`[!a]`, `[^a]`) never matches a `/` in git, as pathspec's may: `/` is added to it.
-_BELOW = "(?P<ps_d>/)"
 
 
 #: The paths the rules were read from (or looked for), while `recording()`: what a listing depends on.
@@ -246,20 +242,18 @@ def _compiled_text(data: bytes) -> tuple[tuple[re.Pattern[str], bool, bool], ...
 
 def compile_lines(lines: Sequence[str]) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:
     """The patterns of an ignore file's lines, the last first. A pattern git cannot read (a lone `!`, a
-    trailing `\\`) never matches there, so it is dropped here."""
-    factory = _pattern_factory()
+    trailing `\\`, an unclosed `[`) never matches there, so it is dropped here."""
     compiled = []
     for raw in lines:
         line = _trim(raw.removesuffix("\r"))
-        dirs_only = len(line) > 1 and line.endswith("/") and not line.startswith("#")
-        try:
-            regex, include = factory(line[:-1] if dirs_only else line)
-        except ValueError:
+        if not line or line.startswith("#"):
             continue
-        if include is None or regex is None:  # a comment or a blank line
-            continue
-        exact = re.compile(regex.replace(_BELOW, "(?!)").replace("[^", "[^/"))
-        compiled.append((exact, dirs_only, bool(include)))
+        include = not line.startswith("!")
+        pattern = line if include else line[1:]
+        dirs_only = len(pattern) > 1 and pattern.endswith("/")
+        regex = pattern_regex(pattern[:-1] if dirs_only else pattern)
+        if regex is not None:
+            compiled.append((re.compile(regex), dirs_only, include))
     return tuple(reversed(compiled))
 
 
@@ -271,15 +265,163 @@ def _trim(line: str) -> str:
     return trimmed
 
 
-@functools.cache
-def _pattern_factory() -> Callable[[str], tuple[str | None, bool | None]]:
-    """A gitignore line as pathspec reads it, (its regular expression, whether it ignores): the pattern class of
-    `GitIgnoreSpec` (`GitIgnoreSpecPattern` from pathspec 1, `GitWildMatchPattern` before), whose expression is
-    taken uncompiled (crosstrain compiles its own form of it)."""
-    import pathspec
+def pattern_regex(pattern: str) -> str | None:
+    """A gitignore pattern (less its `!` and the trailing `/` of a folders-only one) as git reads it: a regular
+    expression for one path relative to the ignore file's folder; None where git matches nothing with it.
 
-    pattern_class = type(pathspec.GitIgnoreSpec.from_lines(["x"]).patterns[0])
-    return pattern_class.pattern_to_regex  # type: ignore[no-any-return]
+    Without a `/` it matches a name at any depth; with one, the path from the file's folder. `*`, `?` and `[...]`
+    never match a `/`; a segment of `**` alone matches any number of folders (none included), at the end
+    everything below; a `\\` takes the next character as it is (git's wildmatch with `WM_PATHNAME`). And as git
+    compares the text before a pattern's first wildcard on its own and matches the rest as a pattern of its own,
+    a `**` right after that text is read as a segment of `**` even inside a name (`/a**/b` matches `a/b`, `ax/b`
+    and `ax/y/b`, as git does, though its documentation reads it as `/a*/b`)."""
+    segments = _segments(pattern) if pattern else None
+    if segments is None:
+        return None
+    if "/" not in pattern:
+        body = _body(segments)
+        return None if body is None else rf"(?s)^(?:.*/)?{body}\Z"  # a name may hold a line break
+    pattern = pattern.removeprefix("/")
+    wild = next((i for i, char in enumerate(pattern) if char in "*?[\\"), len(pattern))
+    stars = len(pattern[wild:]) - len(pattern[wild:].lstrip("*"))
+    after = wild + stars
+    if stars >= 2 and (after == len(pattern) or pattern[after] == "/"):
+        head = re.escape(pattern[:wild])
+        tail = _body(_segments(pattern[after + 1 :]) or []) if after < len(pattern) else ".*"
+        return None if tail is None else rf"(?s)^{head}{'(?:.*/)?' if after < len(pattern) else ''}{tail}\Z"
+    body = _body(_segments(pattern) or [])
+    return None if body is None else rf"(?s)^{body}\Z"
+
+
+def _body(segments: list[str]) -> str | None:
+    """The regular expression of a pattern's segments, the first at the start of a path or after a `/`."""
+    out = []
+    for i, segment in enumerate(segments):
+        if _ANY_DEPTH.fullmatch(segment):
+            if i and _ANY_DEPTH.fullmatch(segments[i - 1]):
+                continue  # `a/**/**/b` is `a/**/b`
+            last = all(_ANY_DEPTH.fullmatch(rest) for rest in segments[i:])
+            out.append((".+" if not i else "/.*") if last else ("(?:.*/)?" if not i else "/(?:.*/)?"))
+            continue
+        glob = _segment_regex(segment)
+        if glob is None:
+            return None
+        out.append(glob if not i or _ANY_DEPTH.fullmatch(segments[i - 1]) else f"/{glob}")
+    return "".join(out)
+
+
+def _segments(pattern: str) -> list[str] | None:
+    """`pattern` cut at each `/` outside a bracket (git reads `[/*.py/[!a]` as one bracket, which may not match a
+    `/` but holds two); None where a bracket does not close (git matches nothing with it)."""
+    segments, start, i = [], 0, 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i += 1
+        elif pattern[i] == "[":
+            bracket = _bracket(pattern, i)
+            if bracket is None:
+                return None
+            i = bracket[1]
+        elif pattern[i] == "/":
+            segments.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    return [*segments, pattern[start:]]
+
+
+#: A segment of only asterisks, two or more: any number of folders (git: `**` between slashes).
+_ANY_DEPTH = re.compile(r"\*\*+")
+#: The POSIX classes git's brackets know (`[[:digit:]]`), over ASCII as git reads a path's bytes.
+_CLASSES = {
+    "alnum": "a-zA-Z0-9",
+    "alpha": "a-zA-Z",
+    "blank": " \\t",
+    "cntrl": "\\x00-\\x1f\\x7f",
+    "digit": "0-9",
+    "graph": "!-~",
+    "lower": "a-z",
+    "print": " -~",
+    "punct": re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
+    "space": " \\t\\n\\r",
+    "upper": "A-Z",
+    "xdigit": "0-9A-Fa-f",
+}
+
+
+def _segment_regex(segment: str) -> str | None:
+    """One segment of a pattern (no `/`): `*` any run of characters, `?` one, `[...]` one of a set, `\\x` x itself;
+    None where git aborts the match (a trailing `\\`, an unclosed bracket, an unknown class)."""
+    out = []
+    i = 0
+    while i < len(segment):
+        char = segment[i]
+        if char == "*":
+            while i + 1 < len(segment) and segment[i + 1] == "*":
+                i += 1
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "\\":
+            if i + 1 == len(segment):
+                return None
+            i += 1
+            out.append(re.escape(segment[i]))
+        elif char == "[":
+            bracket = _bracket(segment, i)
+            if bracket is None:
+                return None
+            regex, i = bracket
+            out.append(regex)
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def _bracket(segment: str, start: int) -> tuple[str, int] | None:
+    """The bracket expression opening at `segment[start]`: (its regex, where its `]` is); None where it does not
+    close or names an unknown class. `!` or `^` first negates it; a `]` first is a member; never a `/`."""
+    i = start + 1
+    negated = i < len(segment) and segment[i] in "!^"
+    i += negated
+    members: list[str] = []
+    first = True
+    while i < len(segment) and (segment[i] != "]" or first):
+        first = False
+        if segment.startswith("[:", i):  # `[:name:]` up to the next `]`; without its `:]`, a plain `[`
+            end = segment.find("]", i + 2)
+            if end < 0:
+                return None
+            if end - 1 >= i + 2 and segment[end - 1] == ":":
+                if segment[i + 2 : end - 1] not in _CLASSES:
+                    return None
+                members.append(_CLASSES[segment[i + 2 : end - 1]])
+                i = end + 1
+                continue
+        low, i = _member(segment, i)
+        if low is None:
+            return None
+        if i + 1 < len(segment) and segment[i] == "-" and segment[i + 1] != "]":
+            high, i = _member(segment, i + 1)
+            if high is None:
+                return None
+            # a range backwards matches its first character only, as git reads it
+            members.append(f"{re.escape(low)}-{re.escape(high)}" if low <= high else re.escape(low))
+            continue
+        members.append(re.escape(low))
+    if i >= len(segment):
+        return None
+    body = "".join(members)
+    if negated:
+        return f"[^/{body}]", i
+    return (f"(?!/)[{body}]" if body else "(?!)"), i
+
+
+def _member(segment: str, i: int) -> tuple[str | None, int]:
+    """The character at `segment[i]` in a bracket (`\\x` is x) and where the next one starts."""
+    if segment[i] == "\\":
+        return (segment[i + 1], i + 2) if i + 1 < len(segment) else (None, i + 1)
+    return segment[i], i + 1
 
 
 def unreadable(path: str, field: str, exc: OSError) -> UploadRefused:
