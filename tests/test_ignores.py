@@ -6,6 +6,8 @@ import os
 import random
 import shutil
 import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -155,7 +157,7 @@ SCENARIOS: dict[str, tuple[dict[str, str | bytes], str]] = {
 }
 
 
-def _write(root: Path, files: dict[str, str | bytes]) -> None:
+def _write(root: Path, files: Mapping[str, str | bytes]) -> None:
     for name, content in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -283,3 +285,17 @@ def test_random_patterns_leave_out_what_git_leaves_out(tmp_path: Path, seed: int
             _shipped(repo)
         return
     assert _shipped(repo) == listed, files
+
+
+def test_patterns_made_to_backtrack_are_matched_in_bounded_time(tmp_path: Path) -> None:
+    """`*a*a*...*c` over a long name and `**/a/**/a/.../c` over a deep path: trying every way to share the name or
+    the folders out took minutes (the first with pathspec's expressions too, the second in git itself); each
+    place is matched once now."""
+    deep = "/".join(["a"] * 60)
+    patterns = ["*a" * 20 + "c", "**/a/" * 12 + "c", "/a**/" + "a/**/" * 12 + "c", "!" + "*a" * 20 + "b"]
+    files = {".gitignore": "\n".join(patterns) + "\n", "a" * 200: "", f"{deep}/b": "", f"{deep}/c": "", "x": ""}
+    _write(tmp_path, files)
+    code = "import pathlib, sys; from crosstrain import packaging; packaging.bundle(pathlib.Path(sys.argv[1]))"
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert _shipped(tmp_path) == {".gitignore", "a" * 200, f"{deep}/b", "x"}

@@ -279,34 +279,58 @@ def pattern_regex(pattern: str) -> str | None:
     if segments is None:
         return None
     if "/" not in pattern:
-        body = _body(segments)
-        return None if body is None else rf"(?s)^(?:.*/)?{body}\Z"  # a name may hold a line break
+        parts = _body(segments)
+        return None if parts is None else rf"(?s)^(?:.*/)?{_joined(parts)}\Z"  # a name may hold a line break
     pattern = pattern.removeprefix("/")
     wild = next((i for i, char in enumerate(pattern) if char in "*?[\\"), len(pattern))
     stars = len(pattern[wild:]) - len(pattern[wild:].lstrip("*"))
     after = wild + stars
     if stars >= 2 and (after == len(pattern) or pattern[after] == "/"):
         head = re.escape(pattern[:wild])
-        tail = _body(_segments(pattern[after + 1 :]) or []) if after < len(pattern) else ".*"
-        return None if tail is None else rf"(?s)^{head}{'(?:.*/)?' if after < len(pattern) else ''}{tail}\Z"
-    body = _body(_segments(pattern) or [])
-    return None if body is None else rf"(?s)^{body}\Z"
+        tail = _body(_segments(pattern[after + 1 :]) or []) if after < len(pattern) else [".*"]
+        parts = None if tail is None else [head, *([None] if after < len(pattern) else []), *tail]
+    else:
+        parts = _body(_segments(pattern) or [])
+    return None if parts is None else rf"(?s)^{_joined(parts)}\Z"
 
 
-def _body(segments: list[str]) -> str | None:
-    """The regular expression of a pattern's segments, the first at the start of a path or after a `/`."""
-    out = []
+def _body(segments: list[str]) -> list[str | None] | None:
+    """A pattern's segments (the first at the start of a path or after a `/`) as parts of a regular expression,
+    None for each place that matches any number of folders."""
+    parts: list[str | None] = []
     for i, segment in enumerate(segments):
         if _ANY_DEPTH.fullmatch(segment):
             if i and _ANY_DEPTH.fullmatch(segments[i - 1]):
                 continue  # `a/**/**/b` is `a/**/b`
-            last = all(_ANY_DEPTH.fullmatch(rest) for rest in segments[i:])
-            out.append((".+" if not i else "/.*") if last else ("(?:.*/)?" if not i else "/(?:.*/)?"))
+            if all(_ANY_DEPTH.fullmatch(rest) for rest in segments[i:]):
+                parts.append(".*" if not i else "/.*")  # at the start: any path (and after `a**/`, `a` too)
+            else:
+                parts += [None] if not i else ["/", None]
             continue
         glob = _segment_regex(segment)
         if glob is None:
             return None
-        out.append(glob if not i or _ANY_DEPTH.fullmatch(segments[i - 1]) else f"/{glob}")
+        parts.append(glob if not i or _ANY_DEPTH.fullmatch(segments[i - 1]) else f"/{glob}")
+    return parts
+
+
+def _joined(parts: list[str | None]) -> str:
+    """The parts as one expression that takes time linear in the folders a path has per `**`: each place of
+    any depth but the last, with what follows it up to the next one, is matched once, at its first fit (an
+    atomic group), as a later fit would leave the next `**` less to match; backtracking over every way to share
+    the folders out made `**/a/**/a/**/a/**/c` take minutes over a deep path."""
+    gaps = [k for k, part in enumerate(parts) if part is None]
+    out: list[str] = []
+    k = 0
+    while k < len(parts):
+        part = parts[k]
+        if part is None and k != gaps[-1]:
+            following = next(gap for gap in gaps if gap > k)
+            out.append("(?>(?:.*?/)??" + "".join(p or "" for p in parts[k + 1 : following]) + ")")
+            k = following
+            continue
+        out.append("(?:.*/)?" if part is None else part)
+        k += 1
     return "".join(out)
 
 
@@ -351,31 +375,36 @@ _CLASSES = {
 def _segment_regex(segment: str) -> str | None:
     """One segment of a pattern (no `/`): `*` any run of characters, `?` one, `[...]` one of a set, `\\x` x itself;
     None where git aborts the match (a trailing `\\`, an unclosed bracket, an unknown class)."""
-    out = []
+    pieces: list[list[str]] = [[]]  # the text between one run of `*` and the next
     i = 0
     while i < len(segment):
         char = segment[i]
         if char == "*":
             while i + 1 < len(segment) and segment[i + 1] == "*":
                 i += 1
-            out.append("[^/]*")
+            pieces.append([])
         elif char == "?":
-            out.append("[^/]")
+            pieces[-1].append("[^/]")
         elif char == "\\":
             if i + 1 == len(segment):
                 return None
             i += 1
-            out.append(re.escape(segment[i]))
+            pieces[-1].append(re.escape(segment[i]))
         elif char == "[":
             bracket = _bracket(segment, i)
             if bracket is None:
                 return None
             regex, i = bracket
-            out.append(regex)
+            pieces[-1].append(regex)
         else:
-            out.append(re.escape(char))
+            pieces[-1].append(re.escape(char))
         i += 1
-    return "".join(out)
+    if len(pieces) == 1:
+        return "".join(pieces[0])
+    # each piece between two stars at its first fit (an atomic group): as fnmatch does, so that `*a*a*a*a*c`
+    # takes time linear in a long name, not exponential (each piece matches a fixed number of characters)
+    middle = "".join(f"(?>[^/]*?{''.join(piece)})" for piece in pieces[1:-1])
+    return "".join(pieces[0]) + middle + "[^/]*" + "".join(pieces[-1])
 
 
 def _bracket(segment: str, start: int) -> tuple[str, int] | None:
