@@ -16,8 +16,9 @@ The extra files at the folder's root (`.crosstrainignore`; `.amlignore` too on A
 leave more out, and a `!pattern` there brings back what git's rules left out. `.git` itself never ships.
 
 Each pattern is read as git's wildmatch reads it (`pattern_regex`) and matched against one path exactly, as git
-matches it (a trailing `/` makes it match folders only); a folder left out is not entered, so nothing under it
-can come back, which is git's rule too.
+matches it (a trailing `/` makes it match folders only), both as bytes (`?` is one byte of a UTF-8 name); a
+folder left out is not entered, so nothing under it can come back, which is git's rule too. Each is held to git's
+own listing by random trees and patterns in the tests.
 
 A folder a platform uploads as data (`own_rules`) is read by its own ignore files only, at its root, as azure-ai-ml
 reads a local input: data is what a repository's `.gitignore` most often leaves out, and a job that names a folder
@@ -30,6 +31,7 @@ import contextlib
 import contextvars
 import errno
 import functools
+import itertools
 import os
 import re
 import stat
@@ -98,6 +100,8 @@ class Rules:
     def decides(self, rel: str, is_dir: bool) -> bool | None:
         """True where the file leaves `rel` out, False where a `!pattern` keeps it, None where none matches."""
         path = self.prefix + rel[self.strip :]
+        if not path.isascii():  # git matches bytes: `?` is one byte of a UTF-8 name, as the patterns are read
+            path = os.fsencode(path).decode("latin-1")
         for regex, dirs_only, ignores in self.patterns:
             if (is_dir or not dirs_only) and regex.search(path):
                 return ignores
@@ -236,8 +240,9 @@ def read_rules(path: str, source: str, prefix: str, strip: int) -> Rules | None:
 
 @functools.lru_cache(maxsize=256)
 def _compiled_text(data: bytes) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:
-    """The patterns of an ignore file's bytes, compiled once per process for the same bytes."""
-    return compile_lines(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8", "surrogateescape").split("\n"))
+    """The patterns of an ignore file's bytes, compiled once per process for the same bytes. Each byte is read as
+    one character (latin-1), as git reads patterns and paths, and paths are matched as their bytes too."""
+    return compile_lines(data.removeprefix(b"\xef\xbb\xbf").decode("latin-1").split("\n"))
 
 
 def compile_lines(lines: Sequence[str]) -> tuple[tuple[re.Pattern[str], bool, bool], ...]:
@@ -275,68 +280,118 @@ def pattern_regex(pattern: str) -> str | None:
     compares the text before a pattern's first wildcard on its own and matches the rest as a pattern of its own,
     a `**` right after that text is read as a segment of `**` even inside a name (`/a**/b` matches `a/b`, `ax/b`
     and `ax/y/b`, as git does, though its documentation reads it as `/a*/b`)."""
-    segments = _segments(pattern) if pattern else None
+    pattern, some = _unescaped_slashes(pattern)
+    segments = _segments(pattern, some) if pattern else None
     if segments is None:
         return None
+    names = itertools.count()  # each group's, to take what it matched: the expression's own
     if "/" not in pattern:
-        parts = _body(segments)
-        return None if parts is None else rf"(?s)^(?:.*/)?{_joined(parts)}\Z"  # a name may hold a line break
-    pattern = pattern.removeprefix("/")
+        parts = _body(segments, names)
+        return None if parts is None else rf"(?s)^(?:.*/)?{_joined(parts, names)}\Z"  # a name may hold a line break
+    if pattern.startswith("/"):
+        pattern, some = pattern[1:], {at - 1 for at in some}
     wild = next((i for i, char in enumerate(pattern) if char in "*?[\\"), len(pattern))
     stars = len(pattern[wild:]) - len(pattern[wild:].lstrip("*"))
     after = wild + stars
     if stars >= 2 and (after == len(pattern) or pattern[after] == "/"):
         head = re.escape(pattern[:wild])
-        tail = _body(_segments(pattern[after + 1 :]) or []) if after < len(pattern) else [".*"]
-        parts = None if tail is None else [head, *([None] if after < len(pattern) else []), *tail]
+        if after == len(pattern):
+            parts = [head, ".*"]
+        else:
+            tail = _body(_segments(pattern[after + 1 :], {at - after - 1 for at in some}) or [], names)
+            parts = None if tail is None else [head, _SOME_FOLDERS if after in some else _ANY_FOLDERS, *tail]
     else:
-        parts = _body(_segments(pattern) or [])
-    return None if parts is None else rf"(?s)^{_joined(parts)}\Z"
+        parts = _body(_segments(pattern, some) or [], names)
+    return None if parts is None else rf"(?s)^{_joined(parts, names)}\Z"
 
 
-def _body(segments: list[str]) -> list[str | None] | None:
-    """A pattern's segments (the first at the start of a path or after a `/`) as parts of a regular expression,
-    None for each place that matches any number of folders."""
-    parts: list[str | None] = []
-    for i, segment in enumerate(segments):
-        if _ANY_DEPTH.fullmatch(segment):
-            if i and _ANY_DEPTH.fullmatch(segments[i - 1]):
-                continue  # `a/**/**/b` is `a/**/b`
-            if all(_ANY_DEPTH.fullmatch(rest) for rest in segments[i:]):
-                parts.append(".*" if not i else "/.*")  # at the start: any path (and after `a**/`, `a` too)
+def _unescaped_slashes(pattern: str) -> tuple[str, set[int]]:
+    """`pattern` with each `\\/` a `/`, as git's wildmatch matches it and reads a `**` beside it as between two
+    folders (but at the start, where `\\/` is no leading `/` to drop); and where each `/` that was escaped right
+    after a `**` is: git's wildmatch tries no folder there only before a plain `/`, so `**\\/` is one or more."""
+    out: list[str] = []
+    some: set[int] = set()
+    length = i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            if pattern[i + 1] == "/" and i:
+                if out[-2:] == ["*", "*"]:  # two stars, not escaped, right before
+                    some.add(length)
+                piece = "/"
             else:
-                parts += [None] if not i else ["/", None]
+                piece = pattern[i : i + 2]
+            i += 2
+        else:
+            piece = pattern[i]
+            i += 1
+        out.append(piece)
+        length += len(piece)
+    return "".join(out), some
+
+
+#: A place of any depth: any number of folders, none included (`**/`), or one or more (`**\/`).
+_ANY_FOLDERS, _SOME_FOLDERS = 0, 1
+
+
+def _body(segments: list[tuple[str, bool]], names: Iterator[int]) -> list[str | int] | None:
+    """A pattern's segments (the first at the start of a path or after a `/`), each with whether the `/` after it
+    was escaped right after a `**`, as parts of a regular expression: `_ANY_FOLDERS` or `_SOME_FOLDERS` for each
+    place of any depth."""
+    parts: list[str | int] = []
+    for i, (segment, some) in enumerate(segments):
+        if _ANY_DEPTH.fullmatch(segment):
+            if i and _ANY_DEPTH.fullmatch(segments[i - 1][0]):
+                if some and parts and parts[-1] == _ANY_FOLDERS:
+                    parts[-1] = _SOME_FOLDERS
+                continue  # `a/**/**/b` is `a/**/b`
+            if all(_ANY_DEPTH.fullmatch(rest) for rest, _ in segments[i:]):
+                # at the start: any path (and after `a**/`, `a` too); a `**\/` on the way wants one more folder
+                below = ".*/.*" if any(some for _, some in segments[i:-1]) else ".*"
+                parts.append(below if not i else f"/{below}")
+            else:
+                gap = _SOME_FOLDERS if some else _ANY_FOLDERS
+                parts += [gap] if not i else ["/", gap]
             continue
-        glob = _segment_regex(segment)
+        glob = _segment_regex(segment, names)
         if glob is None:
             return None
-        parts.append(glob if not i or _ANY_DEPTH.fullmatch(segments[i - 1]) else f"/{glob}")
+        parts.append(glob if not i or _ANY_DEPTH.fullmatch(segments[i - 1][0]) else f"/{glob}")
     return parts
 
 
-def _joined(parts: list[str | None]) -> str:
+def _joined(parts: list[str | int], names: Iterator[int]) -> str:
     """The parts as one expression that takes time linear in the folders a path has per `**`: each place of
-    any depth but the last, with what follows it up to the next one, is matched once, at its first fit (an
-    atomic group), as a later fit would leave the next `**` less to match; backtracking over every way to share
+    any depth but the last, with what follows it up to the next one, is matched once, at its first fit
+    (`_first_fit`), as a later fit would leave the next `**` less to match; backtracking over every way to share
     the folders out made `**/a/**/a/**/a/**/c` take minutes over a deep path."""
-    gaps = [k for k, part in enumerate(parts) if part is None]
+    gaps = [k for k, part in enumerate(parts) if isinstance(part, int)]
     out: list[str] = []
     k = 0
     while k < len(parts):
         part = parts[k]
-        if part is None and k != gaps[-1]:
+        if isinstance(part, int) and k != gaps[-1]:
             following = next(gap for gap in gaps if gap > k)
-            out.append("(?>(?:.*?/)??" + "".join(p or "" for p in parts[k + 1 : following]) + ")")
+            chunk = "".join(p for p in parts[k + 1 : following] if isinstance(p, str))
+            out.append(_first_fit((".*?/" if part == _SOME_FOLDERS else "(?:.*?/)??") + chunk, names))
             k = following
             continue
-        out.append("(?:.*/)?" if part is None else part)
+        out.append((".*/" if part == _SOME_FOLDERS else "(?:.*/)?") if isinstance(part, int) else part)
         k += 1
     return "".join(out)
 
 
-def _segments(pattern: str) -> list[str] | None:
+def _first_fit(body: str, names: Iterator[int]) -> str:
+    """`body` matched once, where it first fits, and never tried again: an atomic group, written as a lookahead
+    (which Python never backtracks into) that captures, then a reference that takes what it captured (Python 3.10
+    has no `(?>...)`)."""
+    name = f"a{next(names)}"
+    return f"(?=(?P<{name}>{body}))(?P={name})"
+
+
+def _segments(pattern: str, some: set[int]) -> list[tuple[str, bool]] | None:
     """`pattern` cut at each `/` outside a bracket (git reads `[/*.py/[!a]` as one bracket, which may not match a
-    `/` but holds two); None where a bracket does not close (git matches nothing with it)."""
+    `/` but holds two), each segment with whether the `/` after it is one of `some`; None where a bracket does not
+    close (git matches nothing with it)."""
     segments, start, i = [], 0, 0
     while i < len(pattern):
         if pattern[i] == "\\":
@@ -347,10 +402,10 @@ def _segments(pattern: str) -> list[str] | None:
                 return None
             i = bracket[1]
         elif pattern[i] == "/":
-            segments.append(pattern[start:i])
+            segments.append((pattern[start:i], i in some))
             start = i + 1
         i += 1
-    return [*segments, pattern[start:]]
+    return [*segments, (pattern[start:], False)]
 
 
 #: A segment of only asterisks, two or more: any number of folders (git: `**` between slashes).
@@ -372,7 +427,7 @@ _CLASSES = {
 }
 
 
-def _segment_regex(segment: str) -> str | None:
+def _segment_regex(segment: str, names: Iterator[int]) -> str | None:
     """One segment of a pattern (no `/`): `*` any run of characters, `?` one, `[...]` one of a set, `\\x` x itself;
     None where git aborts the match (a trailing `\\`, an unclosed bracket, an unknown class)."""
     pieces: list[list[str]] = [[]]  # the text between one run of `*` and the next
@@ -403,7 +458,7 @@ def _segment_regex(segment: str) -> str | None:
         return "".join(pieces[0])
     # each piece between two stars at its first fit (an atomic group): as fnmatch does, so that `*a*a*a*a*c`
     # takes time linear in a long name, not exponential (each piece matches a fixed number of characters)
-    middle = "".join(f"(?>[^/]*?{''.join(piece)})" for piece in pieces[1:-1])
+    middle = "".join(_first_fit(f"[^/]*?{''.join(piece)}", names) for piece in pieces[1:-1])
     return "".join(pieces[0]) + middle + "[^/]*" + "".join(pieces[-1])
 
 
