@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import select
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +18,20 @@ def printed_by(program: str) -> list[str]:
     import sys
 
     return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout.split()
+
+
+def drained(primary: int, process: subprocess.Popen[bytes], poll: float = 0.2) -> bytes:
+    """What `process` wrote to the pseudo-terminal whose other side is `primary`, until it ended and nothing was
+    left to read; `primary` is closed after."""
+    seen = b""
+    while process.poll() is None or select.select([primary], [], [], poll)[0]:
+        if select.select([primary], [], [], poll)[0]:
+            try:
+                seen += os.read(primary, 65536)
+            except OSError:  # its side is closed (Linux answers EIO)
+                break
+    os.close(primary)
+    return seen
 
 
 # Markers whose tests run only when selected by name (`-m fuzz_long`): CI runs the bounded suites.

@@ -7,7 +7,6 @@ import json
 import os
 import pty
 import re
-import select
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from crosstrain import cli
+from tests.conftest import drained
 
 GOOD = "name: c\ncommand: python -c \"print('rank output')\"\n"
 HANDLE_VERBS = ("status", "wait", "cancel", "logs")
@@ -214,14 +214,7 @@ def test_a_terminal_sees_one_live_progress_line(tmp_path: Path, fake_root: Path)
         env=env,
     )
     os.close(secondary)
-    seen = b""
-    while waiting.poll() is None or select.select([primary], [], [], 0.2)[0]:
-        if select.select([primary], [], [], 0.2)[0]:
-            try:
-                seen += os.read(primary, 4096)
-            except OSError:
-                break
-    os.close(primary)
+    seen = drained(primary, waiting)
     assert waiting.wait(timeout=30) == 0
     assert time.monotonic() - started < 3 + 8  # reported within seconds of its end, not a 10 s poll later
     text = re.sub(r"\x1b\[[0-9;]*m", "", seen.decode())  # less the state's colour
@@ -296,14 +289,7 @@ def test_a_terminal_sees_list_as_an_aligned_table_with_a_header(tmp_path: Path, 
         env=env,
     )
     os.close(secondary)
-    seen = b""
-    while listing.poll() is None or select.select([primary], [], [], 0.2)[0]:
-        if select.select([primary], [], [], 0.2)[0]:
-            try:
-                seen += os.read(primary, 65536)
-            except OSError:
-                break
-    os.close(primary)
+    seen = drained(primary, listing)
     assert listing.wait(timeout=30) == 0
     lines = re.sub(r"\x1b\[[0-9;]*m", "", seen.decode()).replace("\r\n", "\n").splitlines()  # less colour
     assert lines[0].split() == ["IDENTITY", "STATE", "CREATED", "CONSOLE", "HANDLE"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from crosstrain import colour
+from tests.conftest import drained
 
 #: A colour or weight (SGR), not the cursor control that rewrites the live progress line.
 SGR = re.compile(r"\x1b\[[0-9;]*m")
@@ -31,14 +31,7 @@ def on_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
         [sys.executable, "-m", "crosstrain.cli", *argv], stdout=secondary, stderr=secondary, env=env
     )
     os.close(secondary)
-    seen = b""
-    while process.poll() is None or select.select([primary], [], [], 0.1)[0]:
-        if select.select([primary], [], [], 0.1)[0]:
-            try:
-                seen += os.read(primary, 65536)
-            except OSError:
-                break
-    os.close(primary)
+    seen = drained(primary, process, 0.1)
     return process.wait(timeout=60), seen.decode().replace("\r\n", "\n")
 
 

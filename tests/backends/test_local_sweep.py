@@ -17,7 +17,7 @@ from crosstrain.backends.local import inherited_environment
 from crosstrain.errors import Unsupported
 from crosstrain.loader import load_job
 from crosstrain.registry import create_backend
-from tests.conftest import ROOT
+from tests.conftest import ROOT, drained
 
 EXAMPLE = ROOT / "examples" / "sweep" / "job.yaml"
 
@@ -40,7 +40,6 @@ def on_a_terminal(*args: str) -> list[str]:
     """The CLI's lines as a terminal shows them (its stdout a pty), colour left out."""
     import pty
     import re
-    import select
 
     env = inherited_environment(os.environ)
     env["PYTHONPATH"] = str(Path(crosstrain.__file__).parent.parent)
@@ -49,14 +48,7 @@ def on_a_terminal(*args: str) -> list[str]:
         [sys.executable, "-m", "crosstrain.cli", *args], stdout=secondary, stderr=subprocess.DEVNULL, env=env, cwd=ROOT
     )
     os.close(secondary)
-    seen = b""
-    while process.poll() is None or select.select([primary], [], [], 0.2)[0]:
-        if select.select([primary], [], [], 0.2)[0]:
-            try:
-                seen += os.read(primary, 65536)
-            except OSError:
-                break
-    os.close(primary)
+    seen = drained(primary, process)
     assert process.wait(timeout=60) == 0
     return re.sub(r"\x1b\[[0-9;]*m", "", seen.decode()).replace("\r\n", "\n").splitlines()
 
