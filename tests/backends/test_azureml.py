@@ -1353,28 +1353,32 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("emulate", ["azureml", "azureml-mpi"])
-def test_a_job_with_code_trains_under_emulation_in_a_stock_python(emulate: str, tmp_path: Path, stock: Path) -> None:
+def training_job_file(tmp_path: Path, name: str, settings: dict[str, Any]) -> Path:
+    """A two-node job file that trains the quickstart's model briefly from `tmp_path/code` (made here, with its
+    `train.py`), one process per node, on Azure ML with `settings`."""
     code = tmp_path / "code"
     code.mkdir()
     shutil.copy(ROOT / "examples" / "ddp-quickstart" / "train.py", code / "train.py")
-    (code / "notes.tmp").write_text("left out\n")
-    (code / ".amlignore").write_text("*.tmp\n")
     job_file = tmp_path / "job.yaml"
-    job_file.write_text(
-        yaml.safe_dump(
-            {
-                "name": "code-quickstart",
-                "code": "./code",
-                "environment": "pytorch",
-                "command": "python train.py",
-                "args": ["--epochs", "1", "--samples", "512"],
-                "workers": {"replicas": 1},
-                "launch": {"processes_per_node": 1},
-                "targets": {"azureml": dict(SETTINGS)},
-            }
-        )
-    )
+    job = {
+        "name": name,
+        "code": "./code",
+        "environment": "pytorch",
+        "command": "python train.py",
+        "args": ["--epochs", "1", "--samples", "512"],
+        "workers": {"replicas": 1},
+        "launch": {"processes_per_node": 1},
+        "targets": {"azureml": dict(settings)},
+    }
+    job_file.write_text(yaml.safe_dump(job))
+    return job_file
+
+
+@pytest.mark.parametrize("emulate", ["azureml", "azureml-mpi"])
+def test_a_job_with_code_trains_under_emulation_in_a_stock_python(emulate: str, tmp_path: Path, stock: Path) -> None:
+    job_file = training_job_file(tmp_path, "code-quickstart", SETTINGS)
+    (tmp_path / "code" / "notes.tmp").write_text("left out\n")
+    (tmp_path / "code" / ".amlignore").write_text("*.tmp\n")
     local = create_backend("local", environ={}).render(load_job(job_file), {"emulate": emulate})
     assert local.code is not None
     assert local.code.ignore_files == AML_IGNORE_FILES  # stages what Azure ML receives: notes.tmp left out

@@ -6,21 +6,26 @@ from __future__ import annotations
 import io
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
-
-import yaml
 
 from crosstrain import code_archive, packaging
 from crosstrain.backends.azureml.settings import AML_IGNORE_FILES, SAS_CONTAINER
 from crosstrain.loader import load_job
 from crosstrain.registry import create_backend
 from tests.backends.azureml_cloud import AzureMLService, blob_container
-from tests.backends.test_azureml import SETTINGS, _code_backend, _run_cli, body, code_folder, code_job, render
-from tests.conftest import ROOT
+from tests.backends.test_azureml import (
+    SETTINGS,
+    _code_backend,
+    _run_cli,
+    body,
+    code_folder,
+    code_job,
+    render,
+    training_job_file,
+)
 
 #: What `code_folder` ships: .gitignore, train.py, pkg/__init__.py, pkg/model.py.
 USER_FILES = {
@@ -158,24 +163,7 @@ def test_an_unsafe_archive_is_refused_by_the_bootstrap(tmp_path: Path) -> None:
 
 
 def test_an_archived_job_trains_under_emulation(tmp_path: Path, stock: Path) -> None:
-    code = tmp_path / "code"
-    code.mkdir()
-    shutil.copy(ROOT / "examples" / "ddp-quickstart" / "train.py", code / "train.py")
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(
-        yaml.safe_dump(
-            {
-                "name": "code-archived",
-                "code": "./code",
-                "environment": "pytorch",
-                "command": "python train.py",
-                "args": ["--epochs", "1", "--samples", "512"],
-                "workers": {"replicas": 1},
-                "launch": {"processes_per_node": 1},
-                "targets": {"azureml": dict(ARCHIVED)},
-            }
-        )
-    )
+    job_file = training_job_file(tmp_path, "code-archived", ARCHIVED)
     local = create_backend("local", environ={}).render(load_job(job_file), {"emulate": "azureml"})
     assert local.create.body["code_archived"] is True
     done = _run_cli("run", str(job_file), "--local", "--emulate", "azureml", "--set", f"python={stock}")
