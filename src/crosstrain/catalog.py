@@ -29,10 +29,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 
 #: Platforms the catalog knows. Databricks is split by the cloud its workspace runs on.
 PLATFORMS = (
@@ -46,7 +47,7 @@ PLATFORMS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuKind:
     """A portable GPU kind, the name job files use (`A100:8`)."""
 
@@ -73,7 +74,7 @@ GPU_KINDS: tuple[GpuKind, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class ScaleTier:
     """One of AI Platform Training's predefined cluster shapes (`trainingInput.scaleTier`), named as the primary's
     machine on that target. `gpus`: the GPUs of the one machine of a single-machine tier. `single`: the tier is
@@ -120,7 +121,7 @@ def scale_tier_problems(pools: Iterable[Any], platform: str) -> list[Problem]:
     return list(dict.fromkeys(p for p in found if p is not None))
 
 
-@dataclass(frozen=True)
+@frozen
 class Source:
     """Where an offer was read: a documentation URL, and the ISO date read."""
 
@@ -128,7 +129,7 @@ class Source:
     read: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Offer:
     """How one platform offers one GPU kind.
 
@@ -407,7 +408,7 @@ OFFERS: Mapping[str, Mapping[str, Offer]] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class RetiredGpu:
     """A GPU kind the clouds no longer offer: named in job files still, and refused with what to use."""
 
@@ -480,7 +481,7 @@ def gpu_names() -> list[str]:
     return [k.name for k in GPU_KINDS]
 
 
-@dataclass(frozen=True)
+@frozen
 class ResolvedMachine:
     """A pool's machine on one platform. `gpu` is the portable kind; `accelerator` the platform's own name."""
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from crosstrain.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Command:
     """A verb (or a verb's action): its options, which of them take a value, and the values known for those."""
 

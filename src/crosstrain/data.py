@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 from crosstrain.locations import AZURE_TYPES, KIND_TITLES
 from crosstrain.locations import kind as location_kind
 from crosstrain.spec_fields import DATA_REFERENCE
@@ -133,7 +133,7 @@ def references(job: TrainingJob) -> Iterator[tuple[str, str, str]]:
             yield path, found[1], found[2]
 
 
-@dataclass(frozen=True)
+@frozen
 class Reach:
     """How a platform's nodes reach one kind of location: the modes they take (None: the mode left out), why
     another mode is refused and which to use, and where a node sees the location unless its mode is `direct`
@@ -148,7 +148,7 @@ class Reach:
 ALL_MODES: frozenset[str | None] = frozenset({None, "mount", "download", "upload", "direct"})
 
 
-@dataclass(frozen=True)
+@frozen
 class Placement:
     """Where a platform's nodes reach data, declared as `Capabilities` declares what else it runs: each kind of
     location they reach (`crosstrain.locations.kind`, or `none` for an output without a path) and how; every

@@ -8,12 +8,11 @@ runtime name (`targets.<target>.environment`) bypasses the table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Runtime:
     """One managed PyTorch runtime of a platform."""
 
@@ -23,7 +22,7 @@ class Runtime:
     source: str  # where the name and its torch version are documented
 
 
-@dataclass(frozen=True)
+@frozen
 class Runtimes:
     platform: str
     entries: tuple[Runtime, ...]  # newest first

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from crosstrain.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class Kind:
     name: str
     pattern: re.Pattern[str]

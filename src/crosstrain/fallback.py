@@ -46,6 +46,7 @@ from crosstrain.errors import (
     WaitTimeout,
 )
 from crosstrain.failures import passed_over_kind
+from crosstrain.frozen import frozen
 from crosstrain.records import JobHandle, JobState, JobStatus
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def ended_kind(status: JobStatus) -> str | None:
     return passed_over_kind(f"{status.native_state} {status.message}")
 
 
-@dataclass(frozen=True)
+@frozen
 class Attempt:
     """One place the run may go: the job as it is sent there, with the settings over its own."""
 
@@ -82,7 +83,7 @@ class Attempt:
         return f"attempt {self.index} ({self.where})"
 
 
-@dataclass(frozen=True)
+@frozen
 class PassedOver:
     attempt: int
     where: str
@@ -266,7 +267,7 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(held, fcntl.LOCK_UN)
 
 
-@dataclass(frozen=True)
+@frozen
 class Found:
     attempt: int
     handle: JobHandle

@@ -13,12 +13,12 @@ import hashlib
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from crosstrain import ignores, reads, uploads
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 from crosstrain.packaging import (
     IGNORE_FILES,
     CodeFile,
@@ -35,7 +35,7 @@ from crosstrain.packaging import (
 from crosstrain.uploads import UploadRefused
 
 
-@dataclass(frozen=True)
+@frozen
 class Folder:
     """A local folder uploaded file for file, as it is: its files under their own names, the folders the listing
     entered, and the digest of what it holds."""

@@ -36,10 +36,10 @@ import os
 import re
 import stat
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 from crosstrain.uploads import UploadRefused
 
 #: The most of an ignore file that is read: no real one comes near.
@@ -84,7 +84,7 @@ def stamp(path: str) -> tuple[int, ...] | None:
     return (link.st_mode, link.st_ino, link.st_mtime_ns, info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns)
 
 
-@dataclass(frozen=True)
+@frozen
 class Rules:
     """The patterns of one ignore file, for paths relative to the code folder."""
 
@@ -108,7 +108,7 @@ class Rules:
         return None
 
 
-@dataclass(frozen=True)
+@frozen
 class Ignores:
     """The rules that apply in one folder of the walk, the first to decide first."""
 

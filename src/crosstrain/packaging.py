@@ -40,12 +40,12 @@ import stat
 import time
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from crosstrain import ignores, reads
 from crosstrain.errors import Problem, SubmitError
+from crosstrain.frozen import frozen
 from crosstrain.uploads import UploadRefused
 
 PACKAGE = "crosstrain_code"
@@ -98,7 +98,7 @@ NODE_SIDE_FILES: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Limits:
     """The most a bundle may hold; a folder with more is refused before it is read in full."""
 
@@ -114,7 +114,7 @@ def _packaged(field: str) -> str:
     return "code" if field == "code" else "folder"
 
 
-@dataclass(frozen=True)
+@frozen
 class CodeFile:
     """One file of the bundle: where it goes, where it comes from, and what it holds."""
 
@@ -154,7 +154,7 @@ class CodeFile:
         return data
 
 
-@dataclass(frozen=True)
+@frozen
 class CodeRef:
     """What a rendered request ships: the folder on this machine and its digest at render time. Kept in the
     request (not in its fingerprint), so `send` packages the same folder again and refuses if it changed."""
@@ -190,7 +190,7 @@ class CodeRef:
         )
 
 
-@dataclass(frozen=True)
+@frozen
 class Bundle:
     """A folder's files and crosstrain's runtime, in the bundle's layout, with their digest."""
 

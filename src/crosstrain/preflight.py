@@ -12,10 +12,11 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.errors import SpecError
+from crosstrain.frozen import frozen
 from crosstrain.safe import redact
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class Outcome(str, enum.Enum):
         return self in (Outcome.OK, Outcome.UNCHECKED)
 
 
-@dataclass(frozen=True)
+@frozen
 class Check:
     """One thing a preflight read, what it found, and how to fix what is wrong."""
 
@@ -73,7 +74,7 @@ class Check:
         return f"[{mark}] {self.name}: {self.message}" + (f"\n    fix: {self.fix}" if self.fix else "")
 
 
-@dataclass(frozen=True)
+@frozen
 class Report:
     """A target's preflight: every check, in the order read."""
 

@@ -15,12 +15,13 @@ import importlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 
 #: The file a platform package ships its prices in.
 PRICES_FILE = "prices.json"
@@ -31,7 +32,7 @@ CURRENCY = "USD"
 ANY_REGION = "*"
 
 
-@dataclass(frozen=True)
+@frozen
 class Source:
     """Where prices were read, and when."""
 
@@ -43,7 +44,7 @@ class Source:
         return {"url": self.url, "read": self.read, **({"note": self.note} if self.note else {})}
 
 
-@dataclass(frozen=True)
+@frozen
 class Price:
     """One list price: an item (a machine type, a GPU, a node type's DBU rate), in a region ("" where its
     source states none), on demand or spot, in USD per hour."""
@@ -55,7 +56,7 @@ class Price:
     source: Source
 
 
-@dataclass(frozen=True)
+@frozen
 class Need:
     """What a job runs on, to be priced: `count` instances of `item` in `region` (or `ANY_REGION`)."""
 
@@ -70,7 +71,7 @@ class Need:
         return f"{self.count} x {self.what or self.item}"
 
 
-@dataclass(frozen=True)
+@frozen
 class Line:
     """A need, priced (each instance) or not, with why not."""
 
@@ -104,7 +105,7 @@ class Line:
         return data
 
 
-@dataclass(frozen=True)
+@frozen
 class Cost:
     """A job's cost on one target: its lines, the price per hour of the whole job (None where a price is
     missing) and the bound for `scheduling.timeout` (None without a timeout, or a price)."""

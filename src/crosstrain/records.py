@@ -9,10 +9,11 @@ import enum
 import json
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.errors import Problem, SpecError
+from crosstrain.frozen import frozen
 from crosstrain.safe import redact
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization", "x-azureml-token"})
 
 
-@dataclass(frozen=True)
+@frozen
 class HttpCall:
     """One HTTP call that submit will make, as the platform receives it (credentials left out)."""
 
@@ -56,7 +57,7 @@ class HttpCall:
         return cls(data["method"], data["url"], data.get("body"), data.get("headers") or {}, data.get("purpose", ""))
 
 
-@dataclass(frozen=True)
+@frozen
 class Request:
     """Everything submit will send for one job on one target. The create call comes last."""
 
@@ -158,7 +159,7 @@ class JobState(str, enum.Enum):
         return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
-@dataclass(frozen=True)
+@frozen
 class JobStatus:
     state: JobState
     native_state: str
@@ -173,7 +174,7 @@ class JobStatus:
         return {"state": self.state.value, "native_state": self.native_state, "message": self.message}
 
 
-@dataclass(frozen=True)
+@frozen
 class JobSummary:
     """One job crosstrain made on a target, as `crosstrain list` shows it."""
 
@@ -199,7 +200,7 @@ class JobSummary:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class JobHandle:
     """A submitted job. `str(handle)` is a one-line JSON that `JobHandle.loads` reads back in a later process."""
 

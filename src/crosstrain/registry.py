@@ -10,10 +10,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import warnings
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.errors import MissingDependency, UnknownBackend
+from crosstrain.frozen import frozen
 
 if TYPE_CHECKING:
     from crosstrain.backends.base import Backend
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "crosstrain.backends"
 
 
-@dataclass(frozen=True)
+@frozen
 class BackendEntry:
     name: str
     target: str  # "package.module:Class"

@@ -19,13 +19,14 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeVar, cast
 
 import tenacity
 
 from crosstrain.errors import IdentityConflict, SubmitError, TransientError
 from crosstrain.failures import passed_over_kind
+from crosstrain.frozen import frozen
 
 T = TypeVar("T")
 
@@ -46,7 +47,7 @@ class _WaitHonouringRetryAfter(tenacity.wait.wait_base):
         return wait
 
 
-@dataclass(frozen=True)
+@frozen
 class RetryPolicy:
     """How often and how patiently to retry. `sleep` is injectable so tests run without waiting.
 

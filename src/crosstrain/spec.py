@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from crosstrain.frozen import frozen
 from crosstrain.safe import redact, url_credentials
 from crosstrain.spec_fields import (
     AZURE_REFERENCE,
@@ -634,7 +634,7 @@ class TrainingJob(SpecModel):
 SHELL_COMMAND = ("bash", "-c")
 
 
-@dataclass(frozen=True)
+@frozen
 class PoolView:
     """A pool with the job's defaults applied: what every backend actually renders."""
 

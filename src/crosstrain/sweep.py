@@ -17,12 +17,12 @@ import math
 import random
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 from crosstrain.spec_fields import Duration, SpecModel, error_at, invalid
 
 #: `${sweep.NAME}` in a command word, an argument or an environment value.
@@ -354,7 +354,7 @@ def referenced(job: Any) -> list[tuple[str, str]]:
 # -- what a target's service does with a sweep ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class SweepSupport:
     """What a target's tuning service takes: its algorithms (each with why another is missing), its parameter
     types, its early stopping policies, whether it stops a sweep after a number of failed trials, and whether it

@@ -18,17 +18,17 @@ import re
 import stat
 import sys
 import typing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from crosstrain.errors import Problem, SpecError
+from crosstrain.frozen import frozen
 
 KiB = 1024
 MiB = 1024 * KiB
 
 
-@dataclass(frozen=True)
+@frozen
 class Limits:
     """Bounds for one kind of input, far above what a real one holds."""
 

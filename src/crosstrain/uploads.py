@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from crosstrain import reads
 from crosstrain.errors import Problem, SpecError
+from crosstrain.frozen import frozen
 
 
 class UploadRefused(SpecError):
@@ -38,7 +38,7 @@ class UploadRefused(SpecError):
         self.problem = problem
 
 
-@dataclass(frozen=True)
+@frozen
 class SizeLimit:
     """The most bytes of a file a platform takes in one upload, and how to say so."""
 

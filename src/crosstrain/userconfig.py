@@ -29,11 +29,12 @@ import re
 import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.errors import ConfigError, Problem, SpecError, UsageError
+from crosstrain.frozen import frozen
 
 if TYPE_CHECKING:
     from tomlkit import TOMLDocument
@@ -90,7 +91,7 @@ def shown(path: Path | None, environ: Mapping[str, str] | None = None) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@frozen
 class Layer:
     """One table of one target's settings in the config file: its values, where it is, what to call it."""
 
@@ -101,7 +102,7 @@ class Layer:
     values: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@frozen
 class UserConfig:
     """The config file as read (plain data, its shape checked), and the profile in use."""
 
@@ -327,7 +328,7 @@ def _key(text: str) -> str:
 # --- keys on the command line ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen
 class Key:
     """One setting's place in the file: `targets.TARGET.SETTING`, or a profile's."""
 

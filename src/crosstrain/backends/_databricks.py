@@ -31,6 +31,7 @@ from crosstrain.backends.base import MAX_RESULT_BYTES, Backend
 from crosstrain.backends.binding import Binding, Configured, origin_of, shown
 from crosstrain.data import Reach
 from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError
+from crosstrain.frozen import frozen
 from crosstrain.records import HttpCall, JobHandle, JobState, JobSummary, Request
 from crosstrain.safe import redact
 from crosstrain.schemas.generate import Node, sdk_version
@@ -380,7 +381,7 @@ VOLUME_REACH = Reach(
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Recorded:
     """What crosstrain recorded on a run it made: the job's identity and the request's fingerprint ("" or None
     where that run does not carry one)."""

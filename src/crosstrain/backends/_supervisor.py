@@ -30,6 +30,7 @@ from typing import IO, Any, TextIO
 
 from crosstrain.errors import Stopped
 from crosstrain.failures import classify, last_lines
+from crosstrain.frozen import frozen
 from crosstrain.packaging import counted
 from crosstrain.records import JobState
 
@@ -71,7 +72,7 @@ class Process:
         return None if self.popen is None else self.popen.poll()
 
 
-@dataclass(frozen=True)
+@frozen
 class RankResult:
     rank: int
     process: str
@@ -83,7 +84,7 @@ class RankResult:
         return f"rank {self.rank} [{self.process.split()[0]}]: " + ", ".join(filter(None, [code, self.note]))
 
 
-@dataclass(frozen=True)
+@frozen
 class Outcome:
     run_id: str
     state: JobState

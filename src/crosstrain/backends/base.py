@@ -23,7 +23,6 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -40,6 +39,7 @@ from crosstrain.errors import (
     Unsupported,
     WaitTimeout,
 )
+from crosstrain.frozen import frozen
 from crosstrain.pricing import Cost, Price, cost_problems
 from crosstrain.records import HttpCall, JobHandle, JobState, JobStatus, JobSummary, Request
 from crosstrain.settings import OVERRIDE, TargetSettings, configured_settings, env_vars, resolve_settings, sourced
@@ -61,7 +61,7 @@ NODES_WHY = "the job's node count, which its ranks and rendezvous are planned fo
 FINGERPRINT_WHY = "it records the request's fingerprint, so a repeated submit adopts only a job made from this request"
 
 
-@dataclass(frozen=True)
+@frozen
 class Capabilities:
     """What a platform can express. A job that needs more is refused with the reason, never trimmed."""
 
@@ -184,7 +184,7 @@ def capability_problems(job: TrainingJob, caps: Capabilities, target: str) -> li
     return problems
 
 
-@dataclass(frozen=True)
+@frozen
 class Ids:
     """What a render writes into the request to name the job: its identity and its request's fingerprint."""
 
@@ -220,7 +220,7 @@ P = TypeVar("P")
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@frozen
 class Checked(Generic[P]):
     """What the checks made of a job: the job as its nodes see it, every problem, the plan in a 1-tuple (None
     where the platform refused to plan; a backend that plans nothing has `(None,)`), and where a function job's

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 from crosstrain.safe import redact, url_credentials
 
 
@@ -46,7 +46,7 @@ def shown(value: Any, limit: int = 200) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
-@dataclass(frozen=True)
+@frozen
 class Place:
     """Somewhere a handle's reads or a request's call would send the credential: `url` (None where the value
     cannot be one, `value` then is what the message shows), at `at`; `path` where the handle names the path
@@ -59,7 +59,7 @@ class Place:
     path_at: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Configured:
     """The origin this machine configures for the binding's `origin_key` (None: none), and where from."""
 
@@ -67,7 +67,7 @@ class Configured:
     source: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Binding:
     """Where one platform's credential goes, and what places a job there."""
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from crosstrain.errors import Problem, SpecError
+from crosstrain.frozen import frozen
 
 if TYPE_CHECKING:
     from crosstrain.records import Request
@@ -57,7 +58,7 @@ class Node:
 NodesOf = Callable[["Request", "TrainingJob", int], list[Node]]
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class Emulation:
     """What `--emulate NAME` needs from a platform. `variants` maps each emulation name to the `launch` fields
     it sets on the job (Azure ML's `azureml-mpi` is `{"framework": "mpi"}`)."""

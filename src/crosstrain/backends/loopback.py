@@ -31,10 +31,12 @@ from abc import ABC, abstractmethod
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlparse
+
+from crosstrain.frozen import frozen
 
 if TYPE_CHECKING:
     from crosstrain.backends.base import Backend
@@ -45,7 +47,7 @@ TRICKLED_BYTES = 60
 FAULTS = ("refuse", "rate-limit", "error", "invalid", "drop", "slow", "late", "empty", "garbled", "trickle")
 
 
-@dataclass(frozen=True)
+@frozen
 class Call:
     """One call as the service received it."""
 
@@ -57,7 +59,7 @@ class Call:
     raw: bytes = b""  # the body's bytes as received (for uploads: `body` is JSON, or text decoded lossily)
 
 
-@dataclass(frozen=True)
+@frozen
 class Reply:
     status: int
     body: Any = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crosstrain import catalog, data, packaging, secrets, sweep
@@ -25,19 +24,20 @@ from crosstrain.backends.aiplatform.settings import (
     runtime_pythons,
 )
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 from crosstrain.uploads import UploadRefused
 
 if TYPE_CHECKING:
     from crosstrain.spec import PoolView, TrainingJob
 
 
-@dataclass(frozen=True)
+@frozen
 class _PoolPlan:
     machine: catalog.ResolvedMachine | None  # None: the pool names no machine (the default type)
     image: str | None  # None: a runtime version runs the job's package
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     pools: dict[str, _PoolPlan]  # by role
     bundle: packaging.Bundle | None  # the code (or function) the job ships

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crosstrain import catalog, data, folders, packaging, secrets, untrusted, uploads
@@ -28,6 +27,7 @@ from crosstrain.backends.azureml.wire import (
     workspace_path,
 )
 from crosstrain.errors import Problem, SpecError
+from crosstrain.frozen import frozen
 from crosstrain.launch import torchrun_options
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 # -- the plan: what the job means on Azure ----------------------------------------------------------------
-@dataclass(frozen=True)
+@frozen
 class Build:
     """A Docker build context Azure ML builds the job's environment from (targets.azureml.build)."""
 
@@ -48,7 +48,7 @@ class Build:
     version: str
 
 
-@dataclass(frozen=True)
+@frozen
 class LocalInput:
     """A local file or folder the job reads as an input: uploaded to the workspace's default blob store as
     azure-ai-ml uploads `Input(path=...)`, and passed to the job as the URI of that upload."""
@@ -60,7 +60,7 @@ class LocalInput:
     uri: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     nodes: int
     processes_per_node: int  # what Azure starts on each node

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crosstrain import code_archive, data, folders, packaging
@@ -32,6 +31,7 @@ from crosstrain.backends.azureml.settings import (
     AzureMLSettings,
 )
 from crosstrain.errors import Problem, SubmitError
+from crosstrain.frozen import frozen
 from crosstrain.records import HttpCall, Request
 
 if TYPE_CHECKING:
@@ -475,7 +475,7 @@ def _is_input_upload(call: HttpCall) -> bool:
     return _is_store_upload(call) and isinstance(call.body, dict) and "input" in call.body
 
 
-@dataclass(frozen=True)
+@frozen
 class _CodeCalls:
     """The rendered code-asset calls of a request (see `_code_calls`)."""
 
@@ -505,7 +505,7 @@ class _CodeCalls:
         return cls(calls[i - 2], calls[i - 1], calls[i], calls[i + 1], code_id, request.code)
 
 
-@dataclass(frozen=True)
+@frozen
 class _Upload:
     """One rendered upload to the blob store and the local folder or file the request records for it: the build
     context (with the environment PUT that follows it) or an input (by name)."""
@@ -516,7 +516,7 @@ class _Upload:
     register: HttpCall | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class _StoreCalls:
     """The rendered calls of a request that use the default blob store (see `_store_calls`): the store's read and
     its secret, then the build context's upload and environment PUT, and each local input's upload."""

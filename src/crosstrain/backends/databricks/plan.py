@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +23,7 @@ from crosstrain.backends.databricks.settings import (
 from crosstrain.backends.databricks.wire import _under, archive_of
 from crosstrain.databricks_task import DistributorCall
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 from crosstrain.spec import TrainingJob
 
 
@@ -34,7 +34,7 @@ def _library(spec: str) -> dict[str, Any]:
     return {"pypi": {"package": spec}}
 
 
-@dataclass(frozen=True)
+@frozen
 class Planned:
     """A plan that runs: its shape, and the TorchDistributor call and code bundle it found."""
 

@@ -4,7 +4,6 @@ dependencies, or every reason the job cannot run on AI Runtime."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from crosstrain import catalog, packaging, uploads
 from crosstrain.backends._databricks import archive_of, runtime_bundle
@@ -15,6 +14,7 @@ from crosstrain.backends.databricks_air.settings import (
     DatabricksAIRSettings,
 )
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 from crosstrain.spec import PoolView, TrainingJob
 
 #: The catalog's name of this platform (its accelerator types: `ComputeSpec.accelerator_type`).
@@ -32,7 +32,7 @@ def offered() -> str:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """What the render needs: the deployment's compute, the bundle and what the run installs."""
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -30,6 +29,7 @@ from crosstrain.backends.vertex.settings import (
     egress_gbps,
 )
 from crosstrain.errors import Problem
+from crosstrain.frozen import frozen
 from crosstrain.records import JobHandle
 from crosstrain.uploads import UploadRefused
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from crosstrain.spec import PoolView, TrainingJob
 
 
-@dataclass(frozen=True)
+@frozen
 class _Machine:
     machine_type: str
     gpu: str | None
@@ -47,13 +47,13 @@ class _Machine:
     accelerator: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class _PoolPlan:
     machine: _Machine
     image: str  # the pool's own image, or the pre-built container it runs on
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     pools: dict[str, _PoolPlan]  # by role
     bundle: packaging.Bundle | None  # the code (or function) the job ships
