@@ -33,6 +33,7 @@ from crosstrain.errors import (
     Stopped,
     UsageError,
     WaitTimeout,
+    closest,
 )
 from crosstrain.registry import BUILTIN_BACKENDS
 from crosstrain.safe import json_text, redact, terminal
@@ -682,13 +683,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _unknown_verb(options: list[str]) -> str | None:
     """The verb the command line names (None where it names none: `--help`, `--version`); a mistyped one is
     refused with the closest verb (argparse lists them all, which helps less)."""
-    import difflib
-
     word = next((arg for arg in options if not arg.startswith("-")), None)
     if word is None or word in COMMANDS:
         return word
-    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
-    hint = f"did you mean `crosstrain {close[0]}`?" if close else f"the commands: {', '.join(COMMANDS)}"
+    close = closest(word, COMMANDS)
+    hint = f"did you mean `crosstrain {close}`?" if close else f"the commands: {', '.join(COMMANDS)}"
     build_parser().print_usage(sys.stderr)  # as argparse's own usage errors do
     raise UsageError(f"{word!r} is not a crosstrain command: {hint}")
 

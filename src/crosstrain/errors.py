@@ -47,6 +47,18 @@ class Problem:
         return {"path": self.path, "message": self.message, "fix": self.fix}
 
 
+def closest(word: str, known: Iterable[str], *, cutoff: float = 0.6) -> str | None:
+    """The known word that `word` most likely misspells, for a "did you mean" (difflib's closest, at least
+    `cutoff` alike), or None. A word of 100 characters or more is no misspelling, and difflib's time grows with
+    its square."""
+    if len(word) >= 100:
+        return None
+    import difflib  # only where something was misspelled
+
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
 class CrosstrainError(Exception):
     """Base class of every error crosstrain raises on purpose."""
 

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from crosstrain import untrusted
-from crosstrain.errors import Problem, SpecError
+from crosstrain.errors import Problem, SpecError, closest
 from crosstrain.spec import TrainingJob
 
 
@@ -126,12 +126,10 @@ def _explain(err: Any, model: type[BaseModel], loc: list[Any]) -> tuple[str, str
     if kind == "crosstrain":
         return err["msg"], str(ctx.get("fix", ""))
     if kind == "extra_forbidden":
-        import difflib
-
         name = str(loc[-1]) if loc else ""
         known = _fields_at(model, loc[:-1])
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) if len(name) < 100 else []
-        hint = f"did you mean {close[0]!r}?" if close else f"remove it; known fields here: {', '.join(known)}"
+        close = closest(name, known)
+        hint = f"did you mean {close!r}?" if close else f"remove it; known fields here: {', '.join(known)}"
         return f"unknown field {untrusted.excerpt(name)}", hint
     if kind == "missing":
         return "required field is missing", f"add `{loc[-1]}:`" if loc else "add it"

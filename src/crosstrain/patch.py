@@ -10,7 +10,6 @@ library is imported here: rendering loads no cloud SDK.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -18,7 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from crosstrain.errors import Problem
+from crosstrain.errors import Problem, closest
 
 #: A path into a body: object keys and list indices.
 Path = tuple[str | int, ...]
@@ -247,10 +246,10 @@ class _Checker:
                 self.check(item, merged.get(key), values, where, patched=patched)
             else:
                 known = sorted(k for k in properties if k not in read_only)
-                close = difflib.get_close_matches(key, known, n=1)
+                close = closest(key, known)
                 self.bad(
                     where,
-                    f"unknown field {key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
+                    f"unknown field {key!r}" + (f" (did you mean {close!r}?)" if close else ""),
                     f"use one of {', '.join(known)}" if known else "this field takes no fields",
                 )
         for key in sorted(required - read_only):
@@ -284,10 +283,10 @@ class _Checker:
             return
         enum = node.get("enum")
         if enum and self.enum_match(value, enum) is None:
-            close = difflib.get_close_matches(value, enum, n=1)
+            close = closest(value, enum)
             self.bad(
                 path,
-                f"{value!r} is not a value it takes" + (f" (did you mean {close[0]!r}?)" if close else ""),
+                f"{value!r} is not a value it takes" + (f" (did you mean {close!r}?)" if close else ""),
                 f"use one of {', '.join(enum)}",
             )
         elif fmt in _FORMATS and not _FORMATS[fmt][0].fullmatch(value):

@@ -7,12 +7,11 @@ are added to the built-ins, never replace them.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.errors import MissingDependency, UnknownBackend
+from crosstrain.errors import MissingDependency, UnknownBackend, closest
 from crosstrain.frozen import frozen
 
 if TYPE_CHECKING:
@@ -117,8 +116,8 @@ def _entry(name: str) -> BackendEntry:
     known = entries()
     if name in known:
         return known[name]
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else "."
+    close = closest(name, known)
+    hint = f"; did you mean {close!r}?" if close else "."
     raise UnknownBackend(f"unknown target {name!r}{hint} Valid targets: {', '.join(sorted(known))}")
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from crosstrain.errors import ConfigError, Problem, SpecError
+from crosstrain.errors import ConfigError, Problem, SpecError, closest
 from crosstrain.safe import redact, url_credentials
 
 if TYPE_CHECKING:
@@ -181,12 +181,10 @@ def check_setting(
 ) -> tuple[Any, list[Problem]]:
     """`value` as `model`'s setting `name` takes it, or the problems with it, at `at.name`."""
     if name not in model.model_fields:
-        import difflib
-
         from crosstrain import untrusted
 
-        close = difflib.get_close_matches(name, model.model_fields, n=1, cutoff=0.6) if len(name) < 100 else []
-        fix = f"did you mean {close[0]!r}?" if close else f"use one of its settings: {', '.join(model.model_fields)}"
+        close = closest(name, model.model_fields)
+        fix = f"did you mean {close!r}?" if close else f"use one of its settings: {', '.join(model.model_fields)}"
         path = f"{at}.{name}" if len(name) <= 40 else f"{at}.{untrusted.excerpt(name, 40)}"
         return None, [
             Problem(

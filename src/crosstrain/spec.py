@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from crosstrain.errors import closest
 from crosstrain.frozen import frozen
 from crosstrain.safe import redact, url_credentials
 from crosstrain.spec_fields import (
@@ -457,11 +458,9 @@ class TrainingJob(SpecModel):
                 declared = self.inputs if direction == "inputs" else self.outputs
                 if name in declared:
                     continue
-                import difflib
-
-                close = difflib.get_close_matches(name, list(declared), n=1, cutoff=0.6)
+                close = closest(name, declared)
                 if close:
-                    fix = f"did you mean ${{{direction}.{close[0]}}}?"
+                    fix = f"did you mean ${{{direction}.{close}}}?"
                 elif declared:
                     fix = f"use one of {', '.join(f'${{{direction}.{n}}}' for n in declared)}"
                 else:

@@ -23,7 +23,6 @@ file exists: `import crosstrain` imports neither.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import re
 import stat
@@ -33,7 +32,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crosstrain.errors import ConfigError, Problem, SpecError, UsageError
+from crosstrain.errors import ConfigError, Problem, SpecError, UsageError, closest
 from crosstrain.frozen import frozen
 
 if TYPE_CHECKING:
@@ -164,9 +163,9 @@ def load(
 
 
 def _unknown_profile(profile: str, given: str, profiles: list[str], source: str) -> Problem:
-    close = difflib.get_close_matches(profile, profiles, n=1, cutoff=0.6)
+    close = closest(profile, profiles)
     if close:
-        fix = f"did you mean {close[0]!r}? The profiles: {', '.join(profiles)}"
+        fix = f"did you mean {close!r}? The profiles: {', '.join(profiles)}"
     elif profiles:
         fix = f"use one of the profiles: {', '.join(profiles)}"
     else:
@@ -290,8 +289,8 @@ def _misplaced(at: str, key: str, parent: str, known: tuple[str, ...]) -> Proble
     """A key where crosstrain reads none: a target's table a level too high (`[vertex]`), or a typo."""
     if not unknown_target(key):
         return Problem(at, f"{_quoted(key)} is a target: its settings go under [{parent}.{key}]", "move them there")
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6) if len(key) < 100 else []
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    close = closest(key, known)
+    hint = f"did you mean {close!r}? " if close else ""
     return Problem(at, f"unknown key {_quoted(key)}", hint + LAYOUT)
 
 
@@ -310,8 +309,8 @@ def unknown_target(name: str) -> str:
     known = registry.entries()  # plugins too (an entry-point scan: only for a name that is not built in)
     if name in known:
         return ""
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) if len(name) < 100 else []
-    return f"did you mean {close[0]!r}?" if close else f"use one of {', '.join(sorted(known))}"
+    close = closest(name, known)
+    return f"did you mean {close!r}?" if close else f"use one of {', '.join(sorted(known))}"
 
 
 def _quoted(text: str) -> str:

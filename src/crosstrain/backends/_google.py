@@ -3,7 +3,6 @@ training command runs where the platform starts one process per node."""
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from typing import TYPE_CHECKING, Annotated
@@ -14,7 +13,7 @@ from pydantic import AfterValidator
 from crosstrain import secrets
 from crosstrain.backends.base import archive_bootstrap, launcher_command
 from crosstrain.backends.binding import shown
-from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError, Unsupported
+from crosstrain.errors import JobFailed, Problem, SpecError, SubmitError, Unsupported, closest
 from crosstrain.locations import bucket_problem
 from crosstrain.records import HttpCall, JobHandle, Request
 
@@ -75,12 +74,12 @@ def region_check(region: str, known: tuple[str, ...], target: str, platform: str
     if region in known:
         return None
     words = region.rstrip("0123456789")
-    nearest = difflib.get_close_matches(region, known, n=1, cutoff=0.8)
+    nearest = closest(region, known, cutoff=0.8)
     if nearest and not any(name.rstrip("0123456789") == words for name in known):
         return Problem(
             f"targets.{target}.region",
-            f"{region!r} is not a {platform} region; did you mean {nearest[0]}?",
-            f"set targets.{target}.region: {nearest[0]} (or another of {platform}'s regions)",
+            f"{region!r} is not a {platform} region; did you mean {nearest}?",
+            f"set targets.{target}.region: {nearest} (or another of {platform}'s regions)",
         )
     return f"region {region} is not in crosstrain's list of {platform} regions: a newer one, or {platform} refuses it"
 

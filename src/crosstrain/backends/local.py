@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import hashlib
 import importlib.util
 import os
@@ -45,6 +44,7 @@ from crosstrain.errors import (
     Problem,
     SpecError,
     Unsupported,
+    closest,
 )
 from crosstrain.function import RESULT
 from crosstrain.launch import torchrun_options, with_node_arguments
@@ -234,9 +234,9 @@ class LocalBackend(Backend[LocalSettings, None]):
             declared = getattr(job, direction)
             for name in getattr(settings, direction):
                 if name not in declared:
-                    close = difflib.get_close_matches(name, list(declared), n=1)
+                    close = closest(name, declared)
                     if close:
-                        fix = f"did you mean {close[0]}?"
+                        fix = f"did you mean {close}?"
                     elif declared:
                         fix = f"name one of the job's {direction}: {', '.join(declared)}"
                     else:
