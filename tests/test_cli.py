@@ -279,3 +279,36 @@ def test_the_cli_render_loads_no_pydantic_plugin_and_a_program_keeps_its_plugins
     program = "import sys; from crosstrain.loader import load_job; load_job(sys.argv[1])"
     subprocess.run([sys.executable, "-c", program, job], env=env, check=True, capture_output=True)
     assert (tmp_path / "loaded").read_text() == "x"
+
+
+def test_the_command_exits_without_tearing_down_yet_flushes_and_runs_exit_handlers() -> None:
+    """`crosstrain` (`cli.entry`) ends its process without freeing every object: what it printed, the exit
+    handlers and the exit code are as at any exit; a thread still running makes it the ordinary exit, which waits."""
+    program = (
+        "import atexit, sys, threading, time\n"
+        "class Marker:\n"
+        "    def __del__(self):\n"
+        "        print('torn down', flush=True)\n"
+        "marker = Marker()\n"
+        "atexit.register(lambda: print('handler ran', flush=True))\n"
+        "if sys.argv[1] == 'thread':\n"
+        "    threading.Thread(target=lambda: (time.sleep(0.3), print('thread ended', flush=True))).start()\n"
+        "sys.argv[1:] = ['render', sys.argv[2], '-t', 'vertex']\n"
+        "from crosstrain.cli import entry\n"
+        "entry()\n"
+    )
+
+    def exit_of(mode: str, job: Path) -> tuple[int, list[str], str]:
+        done = subprocess.run(
+            [sys.executable, "-c", program, mode, str(job)], capture_output=True, text=True, timeout=120, cwd=ROOT
+        )
+        request, _, rest = done.stdout.rpartition("}\n")
+        return done.returncode, rest.splitlines(), request + "}"
+
+    code, after, request = exit_of("alone", EXAMPLE)
+    assert (code, after) == (0, ["handler ran"])  # no teardown, so no __del__
+    assert json.loads(request)["target"] == "vertex"  # every byte of the output, flushed
+    code, after, _ = exit_of("thread", EXAMPLE)
+    assert (code, after) == (0, ["thread ended", "handler ran", "torn down"])
+    code, after, _ = exit_of("alone", ROOT / "missing.yaml")
+    assert (code, after) == (2, ["handler ran"])
