@@ -19,7 +19,7 @@ from typing import Any, TypeVar, cast
 
 if sys.version_info >= (3, 11):
     from typing import dataclass_transform
-else:  # pragma: no cover - Python 3.10
+else:  # Python 3.10
     from typing_extensions import dataclass_transform
 
 _T = TypeVar("_T")
