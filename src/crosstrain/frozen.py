@@ -1,17 +1,19 @@
-"""`@frozen`: a frozen dataclass, cls at a fifth of the cost.
+"""`@frozen`: a frozen dataclass, made at a fraction of the cost.
 
-For each frozen class, Python 3.10 and 3.11's `dataclass` writes and compiles six methods (`__init__`, `__repr__`,
-`__eq__`, `__hash__`, `__setattr__`, `__delattr__`); compiling them is most of what importing crosstrain's records
-costs, about half a millisecond a class, with some forty on a render's path. `@frozen` has `dataclass` compile
-`__init__` only and gives the class the other five as closures over its fields, which compile nothing. To
-everything else it is the frozen dataclass it replaces: `dataclasses.fields`, `replace` and `asdict` work,
-`repr`, `==` and `hash` give what the dataclass gave (fields marked `compare=False`, `hash=` or `repr=False`
-included), assigning or deleting a field raises `FrozenInstanceError`, and type checkers read `frozen=True`.
-"""
+Before Python 3.13, `dataclass` writes and compiles six methods for each frozen class, one at a time
+(`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`, `__delattr__`); compiling them is most of what
+importing crosstrain's records costs, about half a millisecond a class, with some forty on a render's path.
+`@frozen` has `dataclass` compile `__init__` only and gives the class the other five as closures over its
+fields, which compile nothing. To everything else it is the frozen dataclass it replaces: `dataclasses.fields`,
+`replace` and `asdict` work, `repr`, `==` and `hash` give what the dataclass gives (fields marked
+`compare=False`, `hash=` or `repr=False` included), assigning or deleting a field raises `FrozenInstanceError`,
+and type checkers read `frozen=True`. From Python 3.13, which compiles a class's methods at once, `@frozen` is
+`dataclass(frozen=True)` itself."""
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 import reprlib
 import sys
 from collections.abc import Callable
@@ -25,19 +27,34 @@ else:  # Python 3.10
 _T = TypeVar("_T")
 
 
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function giving an object's `names` as a tuple, as the dataclass's generated methods build it."""
+    if len(names) > 1:
+        return operator.attrgetter(*names)
+    return lambda obj: tuple([getattr(obj, name) for name in names])
+
+
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
 def frozen(cls: type[_T]) -> type[_T]:
-    """`cls` as a frozen dataclass (`@dataclass(frozen=True)`), without compiling five of its six methods."""
+    """`cls` as a frozen dataclass (`@dataclass(frozen=True)`), without compiling five of its six methods. A
+    `@frozen` class subclasses, and is subclassed by, `@frozen` classes only."""
+    if sys.version_info >= (3, 13):  # dataclass compiles a class's methods in one go: nothing to save
+        return dataclasses.dataclass(cls, frozen=True)
     dataclasses.dataclass(cls, eq=False, repr=False)  # in place: an __init__ that assigns through __setattr__
     fields = dataclasses.fields(cast(Any, cls))
+    for field in fields:
+        if not field.init and field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            # __init__ would leave it unset, and the first assignment after it would be let through
+            raise TypeError(f"{cls.__qualname__}.{field.name}: a field left out of __init__ needs a default")
     names = frozenset(field.name for field in fields)
-    compared = tuple(field.name for field in fields if field.compare)
-    hashed = tuple(field.name for field in fields if (field.compare if field.hash is None else field.hash))
+    compared = _getter(tuple(field.name for field in fields if field.compare))
+    hashed = _getter(tuple(field.name for field in fields if (field.compare if field.hash is None else field.hash)))
     shown = tuple(field.name for field in fields if field.repr)
 
     def __setattr__(self: Any, name: str, value: Any) -> None:
-        if name in names and name not in self.__dict__:  # __init__ setting a field
-            object.__setattr__(self, name, value)
+        values = self.__dict__
+        if name in names and name not in values:  # __init__ setting a field
+            values[name] = value
         elif type(self) is cls or name in names:
             raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
         else:
@@ -51,10 +68,10 @@ def frozen(cls: type[_T]) -> type[_T]:
     def __eq__(self: Any, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return tuple([getattr(self, name) for name in compared]) == tuple([getattr(other, name) for name in compared])
+        return bool(compared(self) == compared(other))
 
     def __hash__(self: Any) -> int:
-        return hash(tuple([getattr(self, name) for name in hashed]))
+        return hash(hashed(self))
 
     @reprlib.recursive_repr()
     def __repr__(self: Any) -> str:
