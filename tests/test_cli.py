@@ -285,14 +285,15 @@ def test_the_command_exits_without_tearing_down_yet_flushes_and_runs_exit_handle
     """`crosstrain` (`cli.entry`) ends its process without freeing every object: what it printed, the exit
     handlers and the exit code are as at any exit; a thread still running makes it the ordinary exit, which waits."""
     program = (
-        "import atexit, sys, threading, time\n"
+        "import atexit, sys, threading\n"
         "class Marker:\n"
         "    def __del__(self):\n"
         "        print('torn down', flush=True)\n"
         "marker = Marker()\n"
         "atexit.register(lambda: print('handler ran', flush=True))\n"
         "if sys.argv[1] == 'thread':\n"
-        "    threading.Thread(target=lambda: (time.sleep(0.3), print('thread ended', flush=True))).start()\n"
+        "    main = threading.main_thread()  # the thread ends once the main thread has\n"
+        "    threading.Thread(target=lambda: (main.join(), print('thread ended', flush=True))).start()\n"
         "sys.argv[1:] = ['render', sys.argv[2], '-t', 'vertex']\n"
         "from crosstrain.cli import entry\n"
         "entry()\n"
@@ -312,3 +313,22 @@ def test_the_command_exits_without_tearing_down_yet_flushes_and_runs_exit_handle
     assert (code, after) == (0, ["thread ended", "handler ran", "torn down"])
     code, after, _ = exit_of("alone", ROOT / "missing.yaml")
     assert (code, after) == (2, ["handler ran"])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here: a disk that is always full")
+def test_output_that_cannot_be_written_fails_the_command() -> None:
+    """A render to a full disk: its output, buffered until the end, is written before the command exits, and the
+    failure is said and exits 1 rather than leave a cut file behind a success."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "crosstrain.cli", "render", str(EXAMPLE), "-t", "vertex"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+            cwd=ROOT,
+        )
+    assert done.returncode == 1, done.stderr
+    assert "No space left on device" in done.stderr
